@@ -1,0 +1,688 @@
+"""The typed contract between stack files and code.
+
+A stack file (`stacks/Pulumi.<stack>.yaml`) carries one structured key, `verl-ack:settings`, validated by
+`Settings` below; secrets are separate secret config keys (`SECRET_KEYS`). Every default lives here, every
+field is described (the descriptions become `stacks/stack.schema.json` for editors), and every cross-field
+rule names the field, the rule and the fix. GPU-layout rules that need the model preset live in
+`components/layout.py` and run right after this model validates (`load_settings`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from components.presets import PRESETS
+
+PROJECT = "verl-ack"
+SETTINGS_KEY = f"{PROJECT}:settings"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STACKS_DIR = REPO_ROOT / "stacks"
+
+# Secret config keys (`pulumi config set --secret <key> ...`). They never enter the settings object, so
+# they cannot leak into a ConfigMap, a label or the plan by accident; the program reads them as secret
+# Outputs (`config.get_secret`) and only Kubernetes Secrets carry them into the cluster.
+SECRET_KEYS: dict[str, str] = {
+    "sandboxApiKey": "Admin API key of the sandbox manager (E2B/MCP). Required when sandbox.enabled.",
+    "hfToken": "Hugging Face token for the dataset and model downloads (optional for public repos).",
+    "modelscopeToken": "ModelScope token for the model download (optional for public models).",
+    "tlsCertificate": "PEM certificate chain for the sandbox domain (when sandbox.tls.source=upload).",
+    "tlsPrivateKey": "PEM private key for the sandbox domain (when sandbox.tls.source=upload).",
+    "ossAccessKeyId": "Fallback OSS AccessKey id, only when storage.auth=access_key (RRSA is the default).",
+    "ossAccessKeySecret": "Fallback OSS AccessKey secret, only when storage.auth=access_key.",
+}
+
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# OSS bucket naming rules: 3-63 characters, lowercase letters, digits and hyphens, starting and ending
+# with a letter or digit (https://www.alibabacloud.com/help/en/oss/user-guide/bucket-naming-conventions).
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+(-\d+)?$")
+# Ray-on-K8s: the RayJob name feeds the RayCluster and Service names; KubeRay rejects > 47 characters
+# (ray-operator controllers/ray/utils/validation.go, 53 - 6 for the generated suffix).
+RAYJOB_NAME_MAX = 47
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+
+def _cidr(v: str) -> str:
+    ipaddress.ip_network(v, strict=True)
+    return v
+
+
+Cidr = Annotated[str, Field(description="An IPv4 CIDR block, e.g. 10.1.0.0/16.")]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+# --------------------------------------------------------------------------------------------- network
+class NetworkSettings(Strict):
+    vpc_id: Optional[str] = Field(None, description="Existing VPC id. Leave empty to create a VPC (new clusters only).")
+    node_vswitch_ids: list[str] = Field(
+        default_factory=list, description="Existing node vSwitch ids, one per zone in `zones` order (with vpc_id).")
+    pod_vswitch_ids: list[str] = Field(
+        default_factory=list, description="Existing Terway pod vSwitch ids, one per zone (with vpc_id).")
+    vpc_cidr: Cidr = Field("10.0.0.0/8", description="CIDR of a new VPC.")
+    node_cidrs: list[Cidr] = Field(
+        default_factory=lambda: ["10.1.0.0/16", "10.2.0.0/16"],
+        description="CIDRs of the node vSwitches a new VPC gets, one per zone in `zones` order.")
+    pod_cidrs: list[Cidr] = Field(
+        default_factory=lambda: ["10.4.0.0/16", "10.5.0.0/16"],
+        description="CIDRs of the Terway pod vSwitches a new VPC gets, one per zone in `zones` order.")
+    service_cidr: Cidr = Field("192.168.0.0/16", description="Kubernetes Service CIDR; must not overlap VPC or pods.")
+    nat_bandwidth_mbps: int = Field(
+        100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s.")
+
+    @field_validator("vpc_cidr", "service_cidr")
+    @classmethod
+    def _is_cidr(cls, v: str) -> str:
+        return _cidr(v)
+
+    @field_validator("node_cidrs", "pod_cidrs")
+    @classmethod
+    def _are_cidrs(cls, v: list[str]) -> list[str]:
+        return [_cidr(c) for c in v]
+
+    @model_validator(mode="after")
+    def _no_overlap(self) -> "NetworkSettings":
+        svc = ipaddress.ip_network(self.service_cidr)
+        for c in [self.vpc_cidr, *self.node_cidrs, *self.pod_cidrs]:
+            if ipaddress.ip_network(c).overlaps(svc):
+                raise ValueError(
+                    f"service_cidr {self.service_cidr} overlaps {c}; Kubernetes Services need their own range "
+                    "(pick e.g. 192.168.0.0/16 or 172.16.0.0/16)")
+        vpc = ipaddress.ip_network(self.vpc_cidr)
+        for c in [*self.node_cidrs, *self.pod_cidrs]:
+            if self.vpc_id is None and not ipaddress.ip_network(c).subnet_of(vpc):
+                raise ValueError(f"vSwitch CIDR {c} is not inside vpc_cidr {self.vpc_cidr}; move it into the VPC range")
+        if bool(self.vpc_id) != bool(self.node_vswitch_ids):
+            raise ValueError("vpc_id and node_vswitch_ids go together: give both to reuse a network, or neither")
+        return self
+
+
+# --------------------------------------------------------------------------------------------- cluster
+class ClusterSettings(Strict):
+    mode: Literal["new", "existing"] = Field(
+        "new", description="`new` creates an ACK Pro cluster; `existing` uses the cluster `existing_cluster_id`.")
+    existing_cluster_id: Optional[str] = Field(
+        None, description="ACK cluster id (c...) to use when mode=existing; read, never managed or deleted.")
+    kubernetes_version: Optional[str] = Field(
+        None,
+        description="ACK Kubernetes version (e.g. 1.34.1-aliyun.1). Empty = the newest ACK offers at creation. "
+        "Lingjun pools need >= 1.31. List: `aliyun cs GET /api/v1/metadata/versions` or cs.get_kubernetes_version.")
+    schema_version: str = Field(
+        "1.34", description="Kubernetes minor version the offline conformance tests validate manifests against.")
+    cluster_spec: Literal["ack.pro.small", "ack.pro.xlarge", "ack.pro.2xlarge", "ack.pro.4xlarge"] = Field(
+        "ack.pro.small", description="ACK Pro control-plane size (Lingjun node pools need ACK Pro).")
+    deletion_protection: bool = Field(
+        False, description="Cluster deletion protection. Off by default so `pulumi destroy` leaves nothing billing.")
+    public_api: bool = Field(
+        True, description="Expose the API server on an internet SLB so Pulumi and kubectl can reach it from outside the VPC.")
+    network: NetworkSettings = Field(default_factory=NetworkSettings, description="VPC and vSwitches of a new cluster.")
+
+    @field_validator("existing_cluster_id")
+    @classmethod
+    def _cluster_id(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"c[0-9a-z]{8,40}", v):
+            raise ValueError(f"{v!r} is not an ACK cluster id (c followed by 8-40 lowercase letters/digits)")
+        return v
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"1\.\d+\.\d+(-aliyun\.\d+)?", v):
+            raise ValueError(f"{v!r} is not an ACK version string like 1.34.1-aliyun.1")
+        return v
+
+    @model_validator(mode="after")
+    def _existing_needs_id(self) -> "ClusterSettings":
+        if self.mode == "existing" and not self.existing_cluster_id:
+            raise ValueError("mode=existing needs existing_cluster_id (the ACK cluster id, e.g. c1234567890abcdef)")
+        if self.mode == "new" and self.existing_cluster_id:
+            raise ValueError("existing_cluster_id is set but mode=new; set mode: existing to use that cluster")
+        return self
+
+    def minor_version(self) -> Optional[int]:
+        return int(self.kubernetes_version.split(".")[1]) if self.kubernetes_version else None
+
+
+# --------------------------------------------------------------------------------------------- node pools
+class LingjunSettings(Strict):
+    eflo_cluster_id: str = Field(description="Lingjun (EFLO) cluster id that holds the GPU nodes (console: Lingjun > Clusters).")
+    eflo_node_group_id: str = Field(description="Lingjun node-group id whose nodes join this pool (immutable after creation).")
+
+    @field_validator("eflo_cluster_id", "eflo_node_group_id")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty: copy the id from the Lingjun console")
+        return v
+
+
+class EcsGpuSettings(Strict):
+    instance_types: list[str] = Field(
+        min_length=1, description="ECS GPU instance types, in order of preference (e.g. ecs.gn8v.8xlarge).")
+    system_disk_gib: int = Field(200, ge=40, le=2048, description="System disk per GPU node (holds the training image).")
+    system_disk_category: Literal["cloud_essd", "cloud_auto", "cloud_efficiency"] = Field(
+        "cloud_essd", description="System disk category.")
+    min_nodes: int = Field(0, ge=0, description="Autoscaler floor. 0 lets the pool scale to zero so GPUs stop billing.")
+
+    @field_validator("instance_types")
+    @classmethod
+    def _ecs_types(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not t.startswith("ecs."):
+                raise ValueError(f"{t!r} is not an ECS instance type (they start with 'ecs.', e.g. ecs.gn8v.8xlarge)")
+        return v
+
+
+class GpuPoolSettings(Strict):
+    kind: Literal["lingjun", "ecs"] = Field(description="`lingjun` joins Lingjun nodes via EFLO ids; `ecs` creates ECS GPU nodes.")
+    lingjun: Optional[LingjunSettings] = Field(None, description="Lingjun node group (kind=lingjun).")
+    ecs: Optional[EcsGpuSettings] = Field(None, description="ECS GPU instance settings (kind=ecs).")
+    zone: str = Field(description="Zone of the GPU nodes; must be one of `zones`.")
+    nodes: int = Field(ge=1, le=256, description="GPU nodes the training job uses (trainer.nnodes).")
+    gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs per node (trainer.n_gpus_per_node).")
+    gpu_memory_gib: int = Field(ge=8, le=288, description="Memory of one GPU in GiB (used by the memory-fit estimate).")
+    cpus_per_node: int = Field(ge=4, description="vCPUs per GPU node; the Ray pod requests most of them.")
+    memory_gib_per_node: int = Field(ge=16, description="Host memory per GPU node in GiB.")
+    gpu_model: str = Field("", description="Free-text GPU model, shown in the plan and as a node label (e.g. GU8TF, H20).")
+
+    @model_validator(mode="after")
+    def _kind_section(self) -> "GpuPoolSettings":
+        if self.kind == "lingjun" and self.lingjun is None:
+            raise ValueError("kind=lingjun needs a `lingjun:` section with eflo_cluster_id and eflo_node_group_id")
+        if self.kind == "ecs" and self.ecs is None:
+            raise ValueError("kind=ecs needs an `ecs:` section with instance_types")
+        if self.kind == "lingjun" and self.ecs is not None:
+            raise ValueError("kind=lingjun but an `ecs:` section is set; remove it or set kind: ecs")
+        if self.kind == "ecs" and self.lingjun is not None:
+            raise ValueError("kind=ecs but a `lingjun:` section is set; remove it or set kind: lingjun")
+        return self
+
+
+class SystemPoolSettings(Strict):
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["ecs.g7.2xlarge", "ecs.g8i.2xlarge"], min_length=1,
+        description="CPU instance types for controllers, sandboxes, tracking and data jobs.")
+    nodes: int = Field(2, ge=1, le=50, description="Nodes in the CPU system pool.")
+    system_disk_gib: int = Field(120, ge=40, description="System disk per system node, GiB.")
+    cpus_per_node: int = Field(8, ge=2, description="vCPUs per system node (for sandbox capacity and the plan).")
+    memory_gib_per_node: int = Field(32, ge=4, description="Memory per system node, GiB.")
+
+
+# --------------------------------------------------------------------------------------------- storage
+class StorageSettings(Strict):
+    mode: Literal["new", "existing"] = Field("new", description="`new` creates the bucket; `existing` uses `bucket_name` as is.")
+    bucket_name: str = Field(description="OSS bucket for datasets, models and checkpoints (globally unique).")
+    keep_on_destroy: bool = Field(
+        True, description="Keep the bucket and its checkpoints on `pulumi destroy` (retain_on_delete + protect).")
+    versioning: bool = Field(True, description="Enable object versioning on a new bucket.")
+    sse_algorithm: Literal["AES256", "KMS"] = Field("AES256", description="Server-side encryption of a new bucket.")
+    kms_key_id: Optional[str] = Field(None, description="KMS key id when sse_algorithm=KMS (empty = OSS-managed KMS key).")
+    auth: Literal["rrsa", "access_key"] = Field(
+        "rrsa", description="How pods reach OSS. `access_key` uses the ossAccessKeyId/Secret secret config as a fallback.")
+    datasets_prefix: str = Field("datasets/", description="Key prefix of processed datasets.")
+    models_prefix: str = Field("models/", description="Key prefix of staged model weights.")
+    checkpoints_prefix: str = Field("checkpoints/", description="Key prefix of training checkpoints.")
+    kept_prefix: str = Field("kept/", description="Key prefix teardown copies the latest checkpoint to.")
+    tracking_prefix: str = Field("mlflow/", description="Key prefix of MLflow artifacts.")
+    scratch_prefix: str = Field("scratch/", description="Key prefix for temporary files, expired by a lifecycle rule.")
+    scratch_expire_days: int = Field(7, ge=1, description="Days before objects under scratch_prefix expire.")
+    abort_multipart_days: int = Field(3, ge=1, description="Days before incomplete multipart uploads are aborted.")
+    volume_capacity_gib: int = Field(
+        1024, ge=1, description="Nominal capacity of the OSS PersistentVolumes (OSS does not enforce it).")
+
+    @field_validator("bucket_name")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        if not BUCKET_NAME.fullmatch(v) or "--" in v:
+            raise ValueError(
+                f"{v!r} is not a valid OSS bucket name: 3-63 characters, lowercase letters, digits and single "
+                "hyphens, starting and ending with a letter or digit")
+        return v
+
+    @field_validator("datasets_prefix", "models_prefix", "checkpoints_prefix", "kept_prefix",
+                     "tracking_prefix", "scratch_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not re.fullmatch(r"([a-z0-9][a-z0-9._-]*/)+", v):
+            raise ValueError(f"{v!r} must be a key prefix like 'checkpoints/' (lowercase, ends with '/', no leading '/')")
+        return v
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "StorageSettings":
+        prefixes = [self.datasets_prefix, self.models_prefix, self.checkpoints_prefix, self.kept_prefix,
+                    self.tracking_prefix, self.scratch_prefix]
+        for a in prefixes:
+            for b in prefixes:
+                if a is not b and b.startswith(a):
+                    raise ValueError(f"prefix {b!r} lies inside {a!r}; give each kind of data its own top-level prefix")
+        if self.kms_key_id and self.sse_algorithm != "KMS":
+            raise ValueError("kms_key_id is set but sse_algorithm is AES256; set sse_algorithm: KMS")
+        return self
+
+
+# --------------------------------------------------------------------------------------------- sandbox
+class TlsSettings(Strict):
+    source: Literal["upload", "certificate_id"] = Field(
+        "upload", description="`upload` sends tlsCertificate/tlsPrivateKey secret config to Certificate Management; "
+        "`certificate_id` uses a certificate already there.")
+    certificate_id: Optional[str] = Field(None, description="Certificate Management (CAS) cert id when source=certificate_id.")
+
+    @model_validator(mode="after")
+    def _id(self) -> "TlsSettings":
+        if self.source == "certificate_id" and not self.certificate_id:
+            raise ValueError("source=certificate_id needs certificate_id (the CAS certificate id, digits)")
+        return self
+
+
+class SandboxSettings(Strict):
+    enabled: bool = Field(True, description="Deploy the code sandboxes and the MCP tool the training job calls.")
+    manager: Literal["ack-addon", "open-source"] = Field(
+        "ack-addon", description="`ack-addon` installs ack-agent-sandbox-controller + the sandbox manager add-on; "
+        "`open-source` deploys an OpenKruise Agents sandbox manager built with MCP support.")
+    namespace: str = Field("sandbox-system", description="Namespace of the sandbox manager and the SandboxSet.")
+    domain: Optional[str] = Field(
+        None, description="E2B domain (api.<domain>, *.<domain>) served by the ALB with TLS. Empty = in-cluster MCP only.")
+    dns_zone: Optional[str] = Field(
+        None, description="Alibaba Cloud DNS zone that holds `domain` (e.g. example.com); adds the wildcard record.")
+    tls: TlsSettings = Field(default_factory=TlsSettings, description="Certificate for the sandbox domain.")
+    template_name: str = Field("code-interpreter", description="SandboxSet name = the E2B template the MCP server claims from.")
+    mcp_port: Port = Field(
+        18082, description="Sandbox manager MCP port. ACK's image uses 18082 (tutorial), open-source PR #165 uses 8082.")
+    mcp_path: str = Field("/mcp", description="HTTP path of the MCP Streamable-HTTP endpoint.")
+    service_name: str = Field("sandbox-mcp", description="In-cluster Service name the training job reaches MCP at.")
+    pool_cap: int = Field(64, description="Upper bound on the warm sandbox pool (SandboxSet replicas).")
+    pool_min: int = Field(3, ge=0, description="Lower bound on the warm sandbox pool.")
+    allow_internet: bool = Field(False, description="Let sandboxes reach the public internet (DNS is always allowed).")
+    cpu: str = Field("1", description="CPU request and limit of one sandbox.")
+    memory: str = Field("2Gi", description="Memory request and limit of one sandbox.")
+
+    @field_validator("pool_cap")
+    @classmethod
+    def _cap(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("pool_cap must be at least 1: every run_code_once call needs a warm sandbox")
+        return v
+
+    @field_validator("namespace", "template_name", "service_name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not DNS1123_LABEL.fullmatch(v) or len(v) > 63:
+            raise ValueError(f"{v!r} is not a DNS-1123 label (lowercase letters, digits, '-', at most 63)")
+        return v
+
+    @model_validator(mode="after")
+    def _pool(self) -> "SandboxSettings":
+        if self.pool_min > self.pool_cap:
+            raise ValueError(f"pool_min {self.pool_min} exceeds pool_cap {self.pool_cap}; raise pool_cap or lower pool_min")
+        if self.dns_zone and not self.domain:
+            raise ValueError("dns_zone is set but domain is empty; set sandbox.domain (a name inside dns_zone)")
+        if self.domain and self.dns_zone and not (self.domain == self.dns_zone or self.domain.endswith("." + self.dns_zone)):
+            raise ValueError(f"domain {self.domain!r} is not inside dns_zone {self.dns_zone!r}")
+        return self
+
+
+# --------------------------------------------------------------------------------------------- data & model
+class DatasetSettings(Strict):
+    name: Literal["openai/gsm8k"] = Field(
+        "openai/gsm8k", description="Dataset the pipeline preprocesses (only GSM8K is supported).")
+    config: str = Field("main", description="Dataset config name.")
+    train_subset: int = Field(20, ge=1, description="Rows in the small train subset (train<N>.parquet) smoke stacks use.")
+    test_subset: int = Field(100, ge=1, description="Rows in the small test subset (test<N>.parquet).")
+    use_subsets: bool = Field(True, description="Train on the small subsets (smoke runs) instead of the full splits.")
+    full_train_rows: int = Field(7473, description="Rows in the full GSM8K train split (openai/gsm8k main).")
+    full_test_rows: int = Field(1319, description="Rows in the full GSM8K test split.")
+
+
+class ModelSettings(Strict):
+    preset: Literal[tuple(PRESETS)] = Field(  # type: ignore[valid-type]
+        "qwen2.5-3b-instruct", description="Model preset (architecture facts and default parallelism).")
+    source: Literal["huggingface", "modelscope"] = Field(
+        "huggingface", description="Hub the model staging job downloads from (ModelScope is faster in mainland regions).")
+    rollout_tp: Optional[int] = Field(None, ge=1, description="Override: vLLM tensor parallel size.")
+    actor_param_offload: Optional[bool] = Field(None, description="Override: FSDP actor parameter offload.")
+    actor_optimizer_offload: Optional[bool] = Field(None, description="Override: FSDP actor optimizer offload.")
+    ref_param_offload: Optional[bool] = Field(None, description="Override: reference policy parameter offload.")
+    gpu_memory_utilization: Optional[float] = Field(None, gt=0, lt=1, description="Override: vLLM gpu_memory_utilization.")
+    ppo_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1, description="Override: actor micro batch per GPU.")
+    log_prob_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1, description="Override: log-prob micro batch per GPU.")
+
+
+# --------------------------------------------------------------------------------------------- training
+class TrainingSettings(Strict):
+    algorithm: Literal["grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "grpo_passk", "gpg"] = Field(
+        "grpo", description="verl algorithm.adv_estimator.")
+    train_batch_size: int = Field(16, ge=1, description="Prompts per step (data.train_batch_size).")
+    ppo_mini_batch_size: int = Field(8, ge=1, description="Prompts per PPO mini batch (actor.ppo_mini_batch_size).")
+    rollout_n: int = Field(16, ge=1, description="Responses sampled per prompt (rollout.n).")
+    max_prompt_length: int = Field(1024, ge=16, description="data.max_prompt_length (tokens).")
+    max_response_length: int = Field(1024, ge=16, description="data.max_response_length (tokens).")
+    lr: float = Field(1e-6, gt=0, lt=1, description="Actor learning rate.")
+    use_kl_loss: bool = Field(True, description="KL loss against the reference policy (needs a ref model).")
+    kl_loss_coef: float = Field(0.001, ge=0, description="KL loss coefficient.")
+    kl_loss_type: Literal["low_var_kl", "kl", "abs", "mse", "full"] = Field("low_var_kl", description="KL estimator.")
+    use_kl_in_reward: bool = Field(False, description="algorithm.use_kl_in_reward.")
+    entropy_coeff: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
+        "token-mean", description="actor.loss_agg_mode.")
+    use_dynamic_bsz: bool = Field(False, description="Token-based dynamic batch sizes (micro batch rules then do not apply).")
+    ppo_max_token_len_per_gpu: int = Field(16384, ge=256, description="Token budget per GPU when use_dynamic_bsz.")
+    ulysses_sequence_parallel_size: int = Field(1, ge=1, description="Ulysses sequence parallel size of the actor.")
+    total_training_steps: Optional[int] = Field(1, ge=1, description="Stop after this many steps (empty = epochs decide).")
+    total_epochs: int = Field(1, ge=1, description="Epochs over the train set.")
+    save_freq: int = Field(1, description="Checkpoint every N steps (-1 = never; a last-step checkpoint is written when > 0).")
+    test_freq: int = Field(-1, description="Validate every N steps (-1 = never; when > 0 it also validates at the last step).")
+    val_before_train: bool = Field(False, description="Validate before the first step (off for smoke runs: it costs a full pass).")
+    max_assistant_turns: int = Field(5, ge=1, description="multi_turn.max_assistant_turns.")
+    max_parallel_calls: int = Field(1, ge=1, description="multi_turn.max_parallel_calls: tool calls one turn may run at once.")
+    agent_num_workers: int = Field(8, ge=1, description="rollout.agent.num_workers (agent-loop worker processes).")
+    rollout_engine: Literal["vllm", "sglang"] = Field("vllm", description="Rollout engine (rollout.name).")
+    logger: list[Literal["console", "mlflow", "tensorboard", "wandb", "swanlab", "file"]] = Field(
+        default_factory=lambda: ["console", "mlflow"], min_length=1, description="trainer.logger backends.")
+    trace_backend: Optional[Literal["mlflow", "weave"]] = Field(
+        "mlflow", description="rollout.trace.backend (rollout traces); empty disables tracing.")
+    project_name: str = Field("gsm8k-tool-agent", description="trainer.project_name (MLflow experiment).")
+    experiment_name: str = Field("qwen2.5-3b-grpo-tool-agent", description="trainer.experiment_name (MLflow run).")
+    save_contents: list[Literal["model", "optimizer", "extra", "hf_model"]] = Field(
+        default_factory=lambda: ["model", "optimizer", "extra", "hf_model"],
+        description="Checkpoint contents. model+optimizer+extra make a resume restore optimizer and dataloader state.")
+    max_actor_ckpt_to_keep: Optional[int] = Field(None, ge=1, description="Keep only the newest N actor checkpoints.")
+
+    @field_validator("project_name", "experiment_name")
+    @classmethod
+    def _shell_safe(cls, v: str) -> str:
+        # These go into the Hydra overrides and the checkpoint path; the entrypoint passes two shells.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
+            raise ValueError(f"{v!r} must be letters, digits, '.', '_' or '-' (it becomes a path and a shell word)")
+        return v
+
+
+# --------------------------------------------------------------------------------------------- job
+class JobSettings(Strict):
+    name: str = Field("verl-grpo", description="RayJob name (DNS-1035 label, at most 47 characters).")
+    namespace: str = Field("verl", description="Namespace of the training job, its volumes and configs.")
+    submission_mode: Literal["K8sJobMode", "HTTPMode", "SidecarMode", "InteractiveMode"] = Field(
+        "SidecarMode", description="KubeRay submission mode. SidecarMode needs KubeRay >= 1.5.0.")
+    active_deadline_seconds: int = Field(86400, gt=0, description="Hard limit on the job's run time; KubeRay stops it after.")
+    pre_running_deadline_seconds: Optional[int] = Field(
+        3600, gt=0, description="Fail if the job is not Running within this time (KubeRay >= 1.6.0).")
+    ttl_seconds_after_finished: int = Field(
+        300, ge=0, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
+    backoff_limit: int = Field(0, ge=0, description="RayJob retries; each creates a new Ray cluster (GPU time).")
+
+    @field_validator("name")
+    @classmethod
+    def _rayjob_name(cls, v: str) -> str:
+        if len(v) > RAYJOB_NAME_MAX or not DNS1035.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a valid RayJob name: KubeRay needs a DNS-1035 label of at most {RAYJOB_NAME_MAX} "
+                "characters (lowercase letters, digits, '-', starting with a letter)")
+        return v
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        if not DNS1123_LABEL.fullmatch(v) or len(v) > 63:
+            raise ValueError(f"{v!r} is not a valid namespace name (DNS-1123 label)")
+        return v
+
+
+# --------------------------------------------------------------------------------------------- versions
+class AddonSetting(Strict):
+    name: str = Field(description="ACK add-on API name (check with cs.get_kubernetes_addons).")
+    version: Optional[str] = Field(None, description="Add-on version; empty = the version ACK installs by default.")
+
+
+class VersionSettings(Strict):
+    verl: str = Field("0.9.1", description="verl release installed in the job (pip) or baked into the built image.")
+    verl_image: str = Field(
+        "verlai/verl:vllm012.latest", description="Base training image (Docker Hub verlai/verl; ships no verl itself).")
+    ray: str = Field(
+        "2.52.1", description="Ray version inside verl_image, for RayCluster rayVersion. Verify: "
+        "`docker run --rm <image> ray --version`.")
+    mlflow: str = Field("3.18.0", description="mlflow pip pin for the job (tracking client).")
+    fastmcp: str = Field("2.14.1", description="fastmcp pip pin for the job (verl's MCP client).")
+    kuberay: str = Field("1.7.0", description="KubeRay operator version (decides which RayJob features are valid).")
+    kuberay_source: Literal["addon", "helm"] = Field(
+        "helm", description="Install KubeRay from the ACK add-on (`addons.kuberay`) or the upstream Helm chart.")
+    kuberay_chart_repo: str = Field("https://ray-project.github.io/kuberay-helm/", description="KubeRay Helm repository.")
+    mlflow_image: str = Field("ghcr.io/mlflow/mlflow:v3.18.0", description="MLflow tracking server image.")
+    dataset_image: str = Field("python:3.11-slim", description="Image of the dataset and model staging Jobs.")
+    sandbox_runtime_image: str = Field(
+        "registry-cn-hangzhou.ack.aliyuncs.com/acs/agent-runtime:v0.0.1", description="Sandbox runtime (envd) init image.")
+    code_interpreter_image: str = Field(
+        "acs-image-test-01-registry.cn-hangzhou.cr.aliyuncs.com/e2b/code-interpreter:v1.6",
+        description="Code-interpreter sandbox image (the tutorial's).")
+    sandbox_manager_image: str = Field(
+        "openkruise/sandbox-manager:v0.3.0",
+        description="Open-source sandbox manager image (must be built with MCP support, PR openkruise/agents#165).")
+    addons: dict[str, AddonSetting] = Field(
+        default_factory=lambda: {
+            "csi_plugin": AddonSetting(name="csi-plugin"),
+            "csi_provisioner": AddonSetting(name="managed-csiprovisioner"),
+            "alb": AddonSetting(name="alb-ingress-controller"),
+            "kuberay": AddonSetting(name="ack-kuberay-operator"),
+            "sandbox_controller": AddonSetting(name="ack-agent-sandbox-controller"),
+            "sandbox_manager": AddonSetting(name="ack-sandbox-manager"),
+            "node_problem_detector": AddonSetting(name="ack-node-problem-detector"),
+            "pod_identity": AddonSetting(name="ack-pod-identity-webhook"),
+            "monitoring": AddonSetting(name="arms-prometheus"),
+        },
+        description="ACK add-ons by role. Names marked uncertain in the README must be checked per region.")
+
+    @field_validator("verl", "kuberay", "ray")
+    @classmethod
+    def _semver(cls, v: str) -> str:
+        if not re.fullmatch(r"\d+\.\d+\.\d+", v):
+            raise ValueError(f"{v!r} must be an exact version like 1.7.0 (pins, not ranges)")
+        return v
+
+    def kuberay_tuple(self) -> tuple[int, int, int]:
+        return tuple(int(x) for x in self.kuberay.split("."))  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------------- tracking
+class TrackingSettings(Strict):
+    enabled: bool = Field(True, description="Run an MLflow tracking server that outlives the job.")
+    storage_class: Optional[str] = Field(
+        "alicloud-disk-essd", description="StorageClass of the tracking server's backend-store disk.")
+    disk_gib: int = Field(20, ge=20, description="Backend-store disk size (ESSD minimum is 20 GiB).")
+
+    @model_validator(mode="after")
+    def _storage(self) -> "TrackingSettings":
+        if self.enabled and not self.storage_class:
+            raise ValueError("tracking.enabled needs storage_class (e.g. alicloud-disk-essd) for its backend store")
+        return self
+
+
+# --------------------------------------------------------------------------------------------- root
+class Settings(Strict):
+    name: str = Field(description="Short name of this environment; prefixes cloud resource names (e.g. verl-dev).")
+    region: str = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
+    zones: list[str] = Field(min_length=1, description="Zones of the node vSwitches; the GPU zone first is usual.")
+    tags: dict[str, str] = Field(default_factory=dict, description="Extra cost tags on every taggable cloud resource.")
+    ttl_hours: Optional[int] = Field(
+        None, ge=1, description="Hours after the last deploy when the scheduled teardown may destroy this stack.")
+    deploy_on_merge: bool = Field(False, description="`pulumi up` this stack when a PR touching it merges to main.")
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings, description="ACK cluster.")
+    gpu_pool: GpuPoolSettings = Field(description="GPU node pool the training job runs on.")
+    system_pool: SystemPoolSettings = Field(default_factory=SystemPoolSettings, description="CPU pool for everything else.")
+    storage: StorageSettings = Field(description="OSS bucket for datasets, models and checkpoints.")
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Code sandboxes behind the MCP tool.")
+    dataset: DatasetSettings = Field(default_factory=DatasetSettings, description="Training data.")
+    model: ModelSettings = Field(default_factory=ModelSettings, description="Model preset and parallelism overrides.")
+    training: TrainingSettings = Field(default_factory=TrainingSettings, description="verl trainer settings.")
+    job: JobSettings = Field(default_factory=JobSettings, description="RayJob lifecycle.")
+    versions: VersionSettings = Field(default_factory=VersionSettings, description="Pinned versions of images, charts, add-ons.")
+    tracking: TrackingSettings = Field(default_factory=TrackingSettings, description="MLflow tracking server.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9-]{1,22}[a-z0-9]", v):
+            raise ValueError(f"{v!r} must be 3-24 lowercase letters, digits or '-', starting with a letter")
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not REGION.fullmatch(v):
+            raise ValueError(f"{v!r} is not an Alibaba Cloud region id like ap-southeast-1 or cn-hangzhou")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> "Settings":
+        if self.gpu_pool.zone not in self.zones:
+            raise ValueError(
+                f"gpu_pool.zone {self.gpu_pool.zone!r} is not one of zones {self.zones}; add it to zones or pick one of them")
+        for z in self.zones:
+            if not z.startswith(self.region):
+                raise ValueError(f"zone {z!r} is not in region {self.region!r}; zones look like {self.region}a")
+        net = self.cluster.network
+        if self.cluster.mode == "new" and net.vpc_id is None:
+            for field in ("node_cidrs", "pod_cidrs"):
+                if len(getattr(net, field)) < len(self.zones):
+                    raise ValueError(f"cluster.network.{field} needs one CIDR per zone ({len(self.zones)} zones)")
+        if net.vpc_id is not None and len(net.node_vswitch_ids) != len(self.zones):
+            raise ValueError("cluster.network.node_vswitch_ids needs one vSwitch id per zone, in zones order")
+        if self.gpu_pool.kind == "lingjun":
+            minor = self.cluster.minor_version()
+            if minor is not None and minor < 31:
+                raise ValueError(
+                    f"cluster.kubernetes_version {self.cluster.kubernetes_version} is too old for a Lingjun node pool "
+                    "(ACK requires >= 1.31); pick 1.31 or newer or leave it empty for the newest")
+        if self.sandbox.enabled and self.sandbox.domain is None and self.sandbox.manager == "ack-addon":
+            raise ValueError(
+                "sandbox.manager=ack-addon needs sandbox.domain: the ACK sandbox manager add-on serves the E2B API on "
+                "that domain through the ALB; set a domain or use manager: open-source")
+        if self.job.submission_mode == "SidecarMode" and self.versions.kuberay_tuple() < (1, 5, 0):
+            raise ValueError(
+                f"job.submission_mode SidecarMode needs KubeRay >= 1.5.0 but versions.kuberay is "
+                f"{self.versions.kuberay}; use K8sJobMode or upgrade KubeRay")
+        if self.job.pre_running_deadline_seconds is not None and self.versions.kuberay_tuple() < (1, 6, 0):
+            raise ValueError(
+                f"job.pre_running_deadline_seconds needs KubeRay >= 1.6.0 (versions.kuberay is {self.versions.kuberay}); "
+                "remove it or upgrade KubeRay")
+        return self
+
+    @property
+    def preset(self):
+        return PRESETS[self.model.preset]
+
+    def cloud_tags(self, stack: str) -> dict[str, str]:
+        """Cost tags every taggable cloud resource carries."""
+        return {"project": PROJECT, "stack": stack, "environment": self.name, **self.tags}
+
+
+# --------------------------------------------------------------------------------------------- loading
+class Problem(BaseModel):
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class SettingsError(Exception):
+    """All problems found in a stack's settings, each naming the field, the rule and a fix."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("invalid verl-ack settings:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def _pydantic_problems(err: ValidationError) -> list[Problem]:
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "settings"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown setting (check the spelling against stacks/stack.schema.json)"
+        out.append(Problem(field=loc, message=msg))
+    return out
+
+
+def parse_settings(raw: dict) -> Settings:
+    """Validate raw settings and the GPU layout rules; raise SettingsError listing every problem."""
+    from components.layout import check_layout  # layout imports Settings; import here to avoid a cycle
+
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as err:
+        raise SettingsError(_pydantic_problems(err)) from None
+    errors = [p for p in check_layout(settings) if p.severity == "error"]
+    if errors:
+        raise SettingsError([Problem(field=p.field, message=p.message) for p in errors])
+    return settings
+
+
+def stack_file(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    return STACKS_DIR / f"Pulumi.{name_or_path}.yaml"
+
+
+def read_stack_config(name_or_path: str | Path) -> dict:
+    """The `config:` map of a stack file (secure values stay encrypted dicts)."""
+    path = stack_file(name_or_path)
+    if not path.exists():
+        raise FileNotFoundError(f"no stack file {path}; stacks are stacks/Pulumi.<name>.yaml")
+    doc = yaml.safe_load(path.read_text()) or {}
+    return doc.get("config") or {}
+
+
+def load_stack(name_or_path: str | Path) -> Settings:
+    """Settings of a stack file, validated (used by plan.py, teardown.py and the tests)."""
+    raw = read_stack_config(name_or_path).get(SETTINGS_KEY)
+    if raw is None:
+        raise SettingsError([Problem(field=SETTINGS_KEY, message="missing: the stack file needs this structured key")])
+    return parse_settings(raw)
+
+
+def stack_json_schema() -> dict:
+    """JSON Schema of a stack file, for editors (yaml-language-server) and reviewers."""
+    settings_schema = Settings.model_json_schema()
+    defs = settings_schema.pop("$defs", {})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "verl-ack stack file",
+        "description": "stacks/Pulumi.<stack>.yaml: `verl-ack:settings` is validated by components/settings.py",
+        "type": "object",
+        "properties": {
+            "secretsprovider": {"type": "string"},
+            "encryptedkey": {"type": "string"},
+            "encryptionsalt": {"type": "string"},
+            "config": {
+                "type": "object",
+                "properties": {
+                    SETTINGS_KEY: settings_schema,
+                    **{f"{PROJECT}:{k}": {"description": v + " (secret: `pulumi config set --secret`)",
+                                          "type": "object", "required": ["secure"]} for k, v in SECRET_KEYS.items()},
+                },
+                "required": [SETTINGS_KEY],
+            },
+        },
+        "$defs": defs,
+    }
+
+
+SCHEMA_PATH = STACKS_DIR / "stack.schema.json"
+
+
+def render_schema() -> str:
+    return json.dumps(stack_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # python -m components.settings  -> regenerate the schema
+    SCHEMA_PATH.write_text(render_schema())
+    print(f"wrote {SCHEMA_PATH.relative_to(REPO_ROOT)}")

@@ -1,0 +1,191 @@
+"""A recording Pulumi engine: runs the real `__main__.py` under `pulumi.runtime.set_mocks` and keeps
+every registration (type, name, parent, provider, dependencies, inputs, options) and the stack outputs.
+
+Secret values are replaced by `[secret]` at the moment they are recorded, so nothing downstream (plan
+files, test assertions, logs) ever holds them. Invokes the program may make are answered from
+`offline/fakes.py`; an invoke without a canned answer fails loudly rather than returning a made-up shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pmocks
+from pulumi.runtime import rpc
+from pulumi.runtime import settings as psettings
+
+from offline import fakes
+
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+_SIG = rpc._special_sig_key
+_SECRET_SIG = rpc._special_secret_sig
+_RESOURCE_SIG = rpc._special_resource_sig
+_OUTPUT_SIG = rpc._special_output_value_sig
+
+
+def _redact(value: Any) -> Any:
+    """Plain JSON from a deserialised protobuf value, with secrets and unknowns made visible placeholders."""
+    if isinstance(value, dict):
+        sig = value.get(_SIG)
+        if sig == _SECRET_SIG:
+            return SECRET
+        if sig == _RESOURCE_SIG:
+            return value.get("urn")
+        if sig == _OUTPUT_SIG:
+            if value.get("secret"):
+                return SECRET
+            return _redact(value["value"]) if "value" in value else UNKNOWN
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    if value == rpc.UNKNOWN:
+        return UNKNOWN
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # protobuf Struct numbers are doubles; manifests need integer ports and counts
+    return value
+
+
+def _struct(struct) -> dict:
+    return _redact(json_format.MessageToDict(struct, preserving_proto_field_name=True)) if struct else {}
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str
+    provider: str
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    inputs: dict
+    options: dict
+
+    @property
+    def is_kubernetes(self) -> bool:
+        return self.custom and self.type.startswith("kubernetes:") and not self.type.startswith("pulumi:providers")
+
+
+@dataclass
+class Recording:
+    resources: list[Registration] = field(default_factory=list)
+    outputs: dict = field(default_factory=dict)
+    invokes: list[dict] = field(default_factory=list)
+    logs: list[tuple[str, str]] = field(default_factory=list)
+
+    def by_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == type_]
+
+    def get(self, type_: str, name: str) -> Registration:
+        for r in self.resources:
+            if r.type == type_ and r.name == name:
+                return r
+        raise KeyError(f"no {type_} named {name!r}; have: " +
+                       ", ".join(f"{r.type}::{r.name}" for r in self.resources))
+
+    def by_urn(self) -> dict[str, Registration]:
+        return {r.urn: r for r in self.resources}
+
+
+class _Mocks(pmocks.Mocks):
+    def __init__(self, recording: Recording):
+        self.recording = recording
+
+    def new_resource(self, args: pmocks.MockResourceArgs):
+        outputs = dict(args.inputs)
+        outputs.update(fakes.resource_outputs(args.typ, args.name, args.inputs))
+        return fakes.resource_id(args.typ, args.name, args.inputs), outputs
+
+    def call(self, args: pmocks.MockCallArgs):
+        self.recording.invokes.append({"token": args.token, "args": _redact(args.args)})
+        return fakes.invoke(args.token, args.args)
+
+
+class _Monitor(pmocks.MockMonitor):
+    def __init__(self, mocks: _Mocks, recording: Recording):
+        super().__init__(mocks)
+        self.recording = recording
+        self.stack_urn: Optional[str] = None
+
+    def RegisterResource(self, request):
+        resp = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            self.stack_urn = resp.urn
+            return resp
+        self.recording.resources.append(Registration(
+            urn=resp.urn,
+            type=request.type,
+            name=request.name,
+            custom=bool(request.custom),
+            parent=request.parent,
+            provider=request.provider,
+            dependencies=list(request.dependencies),
+            property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+            inputs=_struct(request.object),
+            options={
+                "protect": request.protect if request.HasField("protect") else None,
+                "retain_on_delete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
+                "ignore_changes": list(request.ignoreChanges),
+                "replace_on_changes": list(request.replaceOnChanges),
+                "delete_before_replace": request.deleteBeforeReplace,
+                "deleted_with": request.deletedWith,
+                "custom_timeouts": json_format.MessageToDict(request.customTimeouts) if request.HasField("customTimeouts") else {},
+                "aliases": len(request.aliases),
+            },
+        ))
+        return resp
+
+    def RegisterResourceOutputs(self, request):
+        if self.stack_urn is not None and request.urn == self.stack_urn:
+            self.recording.outputs = _struct(request.outputs)
+        return super().RegisterResourceOutputs(request)
+
+
+class _LogCapture(logging.Handler):
+    def __init__(self, recording: Recording):
+        super().__init__(logging.DEBUG)
+        self.recording = recording
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            self.recording.logs.append((record.levelname.lower(), record.getMessage()))
+
+
+def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
+                stack: str) -> Recording:
+    """Run `program` once under the recording engine and return what it registered.
+
+    `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
+    """
+    recording = Recording()
+    logger = logging.getLogger(f"verl-ack.offline.{stack}")
+    logger.propagate = False
+    logger.handlers = [_LogCapture(recording)]
+    mocks = _Mocks(recording)
+    monitor = _Monitor(mocks, recording)
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    pulumi.runtime.set_all_config(config, secret_keys)
+    # A placeholder root keeps set_mocks from creating its own Stack; run_in_stack then creates the one
+    # real Stack, exactly as the Pulumi language host does, and registers the exports on it.
+    psettings.ROOT.set(object())  # type: ignore[arg-type]
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, logger=logger, monitor=monitor)
+    psettings.ROOT.set(None)
+    try:
+        loop.run_until_complete(pulumi.runtime.stack.run_in_stack(
+            lambda: runpy.run_path(str(program), run_name="__main__")))
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+        loop.close()
+        asyncio.set_event_loop(None)
+    return recording

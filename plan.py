@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Offline plan: what a stack would create, without a Pulumi CLI or a cloud account.
+
+    python plan.py --stack dev [--out out/dev]
+    python plan.py --config-file path/to/Pulumi.x.yaml [--out DIR]
+
+Runs the real `__main__.py` under a recording mock engine (offline/engine.py) with the stack's settings and
+writes `manifests/` (every Kubernetes object, one YAML file each, numbered in apply order), `plan.json`
+(every resource with its inputs, parent, provider and dependencies; the layout; the training command; the
+stack outputs) and `plan.md` (a readable summary). Secret config is replaced by placeholders and
+rendered as `[secret]`; encrypted values in a stack file are never decrypted. Invalid settings exit with
+status 2, list every problem with its field path, and write nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO))
+
+from components.report import plan_sections  # noqa: E402
+from components.settings import (  # noqa: E402
+    PROJECT, SECRET_KEYS, SETTINGS_KEY, SettingsError, parse_settings, read_stack_config, stack_file)
+from offline.engine import SECRET, Recording, run_program  # noqa: E402
+
+# kubectl-style apply order among objects that do not depend on each other.
+KIND_RANK = {k: i for i, k in enumerate([
+    "Namespace", "CustomResourceDefinition", "PriorityClass", "StorageClass", "ServiceAccount", "ClusterRole",
+    "ClusterRoleBinding", "Role", "RoleBinding", "Secret", "ConfigMap", "PersistentVolume",
+    "PersistentVolumeClaim", "NetworkPolicy", "IngressClass", "AlbConfig", "Service", "DaemonSet", "Deployment",
+    "StatefulSet", "Job", "Ingress", "SandboxSet", "RayJob"])}
+
+
+def stack_config(path: Path) -> tuple[dict[str, str], list[str], dict]:
+    """Config map the program sees offline: settings as JSON, every secret key as a placeholder."""
+    raw = read_stack_config(path)
+    settings = raw.get(SETTINGS_KEY)
+    config: dict[str, str] = {}
+    for key, value in raw.items():
+        if key == SETTINGS_KEY or isinstance(value, dict) and "secure" in value:
+            continue
+        config[key] = value if isinstance(value, str) else json.dumps(value)
+    config[SETTINGS_KEY] = json.dumps(settings if settings is not None else {})
+    secret_keys = []
+    for key in SECRET_KEYS:
+        full = f"{PROJECT}:{key}"
+        config[full] = f"offline-placeholder-{key}"
+        secret_keys.append(full)
+    return config, secret_keys, settings
+
+
+def _manifest(reg) -> dict | None:
+    obj = {k: v for k, v in reg.inputs.items() if not k.startswith("__")}
+    if "apiVersion" not in obj or "kind" not in obj:
+        return None  # a Helm release or another non-object resource; listed in plan.json/plan.md
+    ordered = {k: obj.pop(k) for k in ("apiVersion", "kind", "metadata") if k in obj}
+    ordered.update(obj)
+    return ordered
+
+
+def apply_order(recording: Recording) -> list:
+    """Kubernetes objects in dependency order, kind rank breaking ties (Kahn's algorithm)."""
+    objs = [r for r in recording.resources if r.is_kubernetes]
+    by_urn = {r.urn: r for r in objs}
+    parents_of = {r.urn: r.parent for r in recording.resources}
+
+    def k8s_deps(r) -> set[str]:
+        # Dependencies on components count as dependencies on the objects inside them.
+        deps = set(r.dependencies) | {u for us in r.property_dependencies.values() for u in us}
+        out = set()
+        for d in deps:
+            if d in by_urn:
+                out.add(d)
+            else:
+                out |= {o.urn for o in objs if _inside(o.urn, d, parents_of)}
+        out.discard(r.urn)
+        return out
+
+    deps = {r.urn: k8s_deps(r) for r in objs}
+    index = {r.urn: i for i, r in enumerate(objs)}
+    waiting = {u: set(d) for u, d in deps.items()}
+    heap = [(KIND_RANK.get(r.inputs.get("kind"), 50), index[r.urn], r.urn) for r in objs if not waiting[r.urn]]
+    heapq.heapify(heap)
+    done: list = []
+    while heap:
+        _, _, urn = heapq.heappop(heap)
+        done.append(by_urn[urn])
+        for other, ds in waiting.items():
+            if urn in ds:
+                ds.discard(urn)
+                if not ds and other not in {d.urn for d in done} and all(other != h[2] for h in heap):
+                    heapq.heappush(heap, (KIND_RANK.get(by_urn[other].inputs.get("kind"), 50), index[other], other))
+    if len(done) != len(objs):
+        cyclic = sorted(set(by_urn) - {d.urn for d in done})
+        raise RuntimeError(f"dependency cycle among Kubernetes objects: {cyclic}")
+    return done
+
+
+def _inside(urn: str, ancestor: str, parents_of: dict[str, str]) -> bool:
+    seen = urn
+    while seen:
+        seen = parents_of.get(seen, "")
+        if seen == ancestor:
+            return True
+    return False
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-")
+
+
+def _short_urn(urn: str) -> str:
+    return urn.split("::")[-1] if urn else ""
+
+
+def write_manifests(recording: Recording, out: Path) -> list[str]:
+    mdir = out / "manifests"
+    mdir.mkdir(parents=True)
+    files = []
+    for i, reg in enumerate(apply_order(recording), start=1):
+        obj = _manifest(reg)
+        if obj is None:
+            continue
+        meta = obj.get("metadata") or {}
+        name = "-".join(p for p in (str(i).zfill(3), obj["kind"], meta.get("namespace", ""), meta.get("name", reg.name)) if p)
+        path = mdir / f"{_slug(name)}.yaml"
+        path.write_text(f"# {reg.type} {reg.name}\n" + yaml.safe_dump(obj, sort_keys=False, width=120))
+        files.append(str(path.relative_to(out)))
+    return files
+
+
+def mermaid(recording: Recording) -> str:
+    ids = {r.urn: f"r{i}" for i, r in enumerate(recording.resources)}
+    lines = ["flowchart LR"]
+    for r in recording.resources:
+        shape = ("[", "]") if r.custom else ("([", "])")
+        lines.append(f'  {ids[r.urn]}{shape[0]}"{r.type.split(":")[-1]} {r.name}"{shape[1]}')
+    for r in recording.resources:
+        for d in sorted(set(r.dependencies)):
+            if d in ids:
+                lines.append(f"  {ids[d]} --> {ids[r.urn]}")
+        if r.parent in ids:
+            lines.append(f"  {ids[r.parent]} -.- {ids[r.urn]}")
+    return "\n".join(lines)
+
+
+def render_markdown(stack: str, settings, recording: Recording, sections, manifests: list[str]) -> str:
+    out = [f"# verl-ack offline plan: stack `{stack}`", "",
+           f"{len(recording.resources)} resources, {len(manifests)} Kubernetes manifests. Generated offline by "
+           "`plan.py` from the real program under a recording mock engine; secret values show as `[secret]`.", ""]
+    entry = recording.outputs.get("training_entrypoint")
+    if entry:
+        out += ["## verl command line", "", "```", str(entry), "```", ""]
+    for sec in sections:
+        out += [f"## {sec.title}", "", sec.markdown, ""]
+    if recording.logs:
+        out += ["## Warnings", ""] + [f"- {lvl}: {msg}" for lvl, msg in recording.logs] + [""]
+    out += ["## Resources", "", "| # | type | name | parent | provider |", "|---|---|---|---|---|"]
+    for i, r in enumerate(recording.resources, start=1):
+        prov = r.provider.split("::")[-1].split("::")[0] if r.provider else ""
+        out.append(f"| {i} | `{r.type}` | {r.name} | {_short_urn(r.parent)} | {prov.split('::')[0]} |")
+    out += ["", "## Dependency graph", "", "```mermaid", mermaid(recording), "```", ""]
+    out += ["## Stack outputs", "", "```json", json.dumps(recording.outputs, indent=2, sort_keys=True), "```", ""]
+    out += ["## Manifests (apply order)", ""] + [f"- `{m}`" for m in manifests] + [""]
+    return "\n".join(out)
+
+
+def build_plan(path: Path, stack: str, out: Path) -> dict:
+    config, secret_keys, raw = stack_config(path)
+    settings = parse_settings(raw if raw is not None else {})  # SettingsError -> exit 2 before anything runs
+    recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack)
+    sections = plan_sections(settings, recording)
+    tmp = Path(tempfile.mkdtemp(prefix=f"plan-{stack}-"))
+    try:
+        manifests = write_manifests(recording, tmp)
+        plan = {
+            "stack": stack,
+            "project": PROJECT,
+            "resources": [{
+                "urn": r.urn, "type": r.type, "name": r.name, "custom": r.custom, "parent": r.parent,
+                "provider": r.provider, "dependencies": r.dependencies,
+                "property_dependencies": r.property_dependencies, "inputs": r.inputs, "options": r.options,
+            } for r in recording.resources],
+            "sections": {s.key: s.data for s in sections},
+            "training_entrypoint": recording.outputs.get("training_entrypoint"),
+            "outputs": recording.outputs,
+            "invokes": recording.invokes,
+            "warnings": [msg for _, msg in recording.logs],
+            "manifests": manifests,
+        }
+        (tmp / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=False, default=str) + "\n")
+        (tmp / "plan.md").write_text(render_markdown(stack, settings, recording, sections, manifests))
+        for f in tmp.rglob("*"):
+            if f.is_file() and "offline-placeholder-" in f.read_text():
+                raise RuntimeError(f"a secret placeholder escaped its secret wrapper into {f.name}; "
+                                   "some code unwrapped a secret Output")
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(tmp), str(out))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--stack", help="stack name: reads stacks/Pulumi.<name>.yaml")
+    src.add_argument("--config-file", type=Path, help="a stack file anywhere")
+    ap.add_argument("--out", type=Path, help="output directory (default out/<stack>)")
+    args = ap.parse_args(argv)
+    if args.stack:
+        path, stack = stack_file(args.stack), args.stack
+    else:
+        path = args.config_file
+        m = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", path.name)
+        stack = m.group(1) if m else path.stem
+    if not path.exists():
+        print(f"error: no stack file {path}", file=sys.stderr)
+        return 2
+    out = args.out or REPO / "out" / stack
+    try:
+        plan = build_plan(path, stack, out)
+    except SettingsError as err:
+        print(f"stack {stack}: {len(err.problems)} problem(s) in {path}; nothing written:", file=sys.stderr)
+        for p in err.problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 2
+    n_k8s = len(plan["manifests"])
+    print(f"stack {stack}: {len(plan['resources'])} resources, {n_k8s} Kubernetes manifests -> {out}")
+    for w in plan["warnings"]:
+        print(f"  warning: {w}")
+    print(f"  see {out / 'plan.md'}")
+    assert SECRET  # placeholders render as "[secret]" (offline/engine.py)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
