@@ -30,7 +30,14 @@ sys.path.insert(0, str(REPO))
 
 from components.report import plan_sections  # noqa: E402
 from components.settings import (  # noqa: E402
-    PROJECT, SECRET_KEYS, SETTINGS_KEY, SettingsError, parse_settings, read_stack_config, stack_file)
+    PROJECT,
+    SECRET_KEYS,
+    SETTINGS_KEY,
+    SettingsError,
+    parse_settings,
+    read_stack_config,
+    stack_file,
+)
 from offline.engine import SECRET, Recording, run_program  # noqa: E402
 
 # kubectl-style apply order among objects that do not depend on each other.
@@ -41,8 +48,9 @@ KIND_RANK = {k: i for i, k in enumerate([
     "StatefulSet", "Job", "Ingress", "SandboxSet", "RayJob"])}
 
 
-def stack_config(path: Path) -> tuple[dict[str, str], list[str], dict]:
-    """Config map the program sees offline: settings as JSON, every secret key as a placeholder."""
+def stack_config(path: Path, secret_values: dict[str, str] | None = None) -> tuple[dict[str, str], list[str], dict]:
+    """Config map the program sees offline: settings as JSON, every secret key as a placeholder (tests pass
+    `secret_values` to prove real-looking secrets never reach the plan)."""
     raw = read_stack_config(path)
     settings = raw.get(SETTINGS_KEY)
     config: dict[str, str] = {}
@@ -54,7 +62,7 @@ def stack_config(path: Path) -> tuple[dict[str, str], list[str], dict]:
     secret_keys = []
     for key in SECRET_KEYS:
         full = f"{PROJECT}:{key}"
-        config[full] = f"offline-placeholder-{key}"
+        config[full] = (secret_values or {}).get(key, f"offline-placeholder-{key}")
         secret_keys.append(full)
     return config, secret_keys, settings
 
@@ -175,8 +183,8 @@ def render_markdown(stack: str, settings, recording: Recording, sections, manife
     return "\n".join(out)
 
 
-def build_plan(path: Path, stack: str, out: Path) -> dict:
-    config, secret_keys, raw = stack_config(path)
+def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None) -> dict:
+    config, secret_keys, raw = stack_config(path, secret_values)
     settings = parse_settings(raw if raw is not None else {})  # SettingsError -> exit 2 before anything runs
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack)
     sections = plan_sections(settings, recording)
@@ -200,8 +208,9 @@ def build_plan(path: Path, stack: str, out: Path) -> dict:
         }
         (tmp / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=False, default=str) + "\n")
         (tmp / "plan.md").write_text(render_markdown(stack, settings, recording, sections, manifests))
+        needles = ["offline-placeholder-", *(v for v in (secret_values or {}).values() if v)]
         for f in tmp.rglob("*"):
-            if f.is_file() and "offline-placeholder-" in f.read_text():
+            if f.is_file() and any(n in f.read_text() for n in needles):
                 raise RuntimeError(f"a secret placeholder escaped its secret wrapper into {f.name}; "
                                    "some code unwrapped a secret Output")
         if out.exists():

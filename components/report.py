@@ -7,8 +7,9 @@ so a new component adds its report here without touching the plan tool.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from components.layout import check_layout, resolve_layout
 from components.settings import Settings

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 
@@ -12,13 +11,13 @@ from components.settings import PROJECT, Problem, Settings, SettingsError
 
 @dataclass(frozen=True)
 class Secrets:
-    sandbox_api_key: Optional[pulumi.Output[str]]
-    hf_token: Optional[pulumi.Output[str]]
-    modelscope_token: Optional[pulumi.Output[str]]
-    tls_certificate: Optional[pulumi.Output[str]]
-    tls_private_key: Optional[pulumi.Output[str]]
-    oss_access_key_id: Optional[pulumi.Output[str]]
-    oss_access_key_secret: Optional[pulumi.Output[str]]
+    sandbox_api_key: pulumi.Output[str] | None
+    hf_token: pulumi.Output[str] | None
+    modelscope_token: pulumi.Output[str] | None
+    tls_certificate: pulumi.Output[str] | None
+    tls_private_key: pulumi.Output[str] | None
+    oss_access_key_id: pulumi.Output[str] | None
+    oss_access_key_secret: pulumi.Output[str] | None
 
 
 def required_secret_keys(s: Settings) -> list[str]:
@@ -32,7 +31,7 @@ def required_secret_keys(s: Settings) -> list[str]:
     return keys
 
 
-def read_secrets(s: Settings, config: Optional[pulumi.Config] = None) -> Secrets:
+def read_secrets(s: Settings, config: pulumi.Config | None = None) -> Secrets:
     """Secret Outputs for every key that is set; a SettingsError naming each required key that is not."""
     config = config or pulumi.Config(PROJECT)
 
@@ -48,7 +47,7 @@ def read_secrets(s: Settings, config: Optional[pulumi.Config] = None) -> Secrets
                     message=f"required secret is not set; run `pulumi config set --secret {k} <value>`")
             for k in missing])
 
-    def get(key: str) -> Optional[pulumi.Output[str]]:
+    def get(key: str) -> pulumi.Output[str] | None:
         return config.require_secret(key) if present(key) else None
 
     return Secrets(

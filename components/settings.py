@@ -13,7 +13,7 @@ import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -64,7 +64,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 # --------------------------------------------------------------------------------------------- network
 class NetworkSettings(Strict):
-    vpc_id: Optional[str] = Field(None, description="Existing VPC id. Leave empty to create a VPC (new clusters only).")
+    vpc_id: str | None = Field(None, description="Existing VPC id. Leave empty to create a VPC (new clusters only).")
     node_vswitch_ids: list[str] = Field(
         default_factory=list, description="Existing node vSwitch ids, one per zone in `zones` order (with vpc_id).")
     pod_vswitch_ids: list[str] = Field(
@@ -91,7 +91,7 @@ class NetworkSettings(Strict):
         return [_cidr(c) for c in v]
 
     @model_validator(mode="after")
-    def _no_overlap(self) -> "NetworkSettings":
+    def _no_overlap(self) -> NetworkSettings:
         svc = ipaddress.ip_network(self.service_cidr)
         for c in [self.vpc_cidr, *self.node_cidrs, *self.pod_cidrs]:
             if ipaddress.ip_network(c).overlaps(svc):
@@ -111,9 +111,9 @@ class NetworkSettings(Strict):
 class ClusterSettings(Strict):
     mode: Literal["new", "existing"] = Field(
         "new", description="`new` creates an ACK Pro cluster; `existing` uses the cluster `existing_cluster_id`.")
-    existing_cluster_id: Optional[str] = Field(
+    existing_cluster_id: str | None = Field(
         None, description="ACK cluster id (c...) to use when mode=existing; read, never managed or deleted.")
-    kubernetes_version: Optional[str] = Field(
+    kubernetes_version: str | None = Field(
         None,
         description="ACK Kubernetes version (e.g. 1.34.1-aliyun.1). Empty = the newest ACK offers at creation. "
         "Lingjun pools need >= 1.31. List: `aliyun cs GET /api/v1/metadata/versions` or cs.get_kubernetes_version.")
@@ -129,27 +129,27 @@ class ClusterSettings(Strict):
 
     @field_validator("existing_cluster_id")
     @classmethod
-    def _cluster_id(cls, v: Optional[str]) -> Optional[str]:
+    def _cluster_id(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"c[0-9a-z]{8,40}", v):
             raise ValueError(f"{v!r} is not an ACK cluster id (c followed by 8-40 lowercase letters/digits)")
         return v
 
     @field_validator("kubernetes_version")
     @classmethod
-    def _version(cls, v: Optional[str]) -> Optional[str]:
+    def _version(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"1\.\d+\.\d+(-aliyun\.\d+)?", v):
             raise ValueError(f"{v!r} is not an ACK version string like 1.34.1-aliyun.1")
         return v
 
     @model_validator(mode="after")
-    def _existing_needs_id(self) -> "ClusterSettings":
+    def _existing_needs_id(self) -> ClusterSettings:
         if self.mode == "existing" and not self.existing_cluster_id:
             raise ValueError("mode=existing needs existing_cluster_id (the ACK cluster id, e.g. c1234567890abcdef)")
         if self.mode == "new" and self.existing_cluster_id:
             raise ValueError("existing_cluster_id is set but mode=new; set mode: existing to use that cluster")
         return self
 
-    def minor_version(self) -> Optional[int]:
+    def minor_version(self) -> int | None:
         return int(self.kubernetes_version.split(".")[1]) if self.kubernetes_version else None
 
 
@@ -185,8 +185,8 @@ class EcsGpuSettings(Strict):
 
 class GpuPoolSettings(Strict):
     kind: Literal["lingjun", "ecs"] = Field(description="`lingjun` joins Lingjun nodes via EFLO ids; `ecs` creates ECS GPU nodes.")
-    lingjun: Optional[LingjunSettings] = Field(None, description="Lingjun node group (kind=lingjun).")
-    ecs: Optional[EcsGpuSettings] = Field(None, description="ECS GPU instance settings (kind=ecs).")
+    lingjun: LingjunSettings | None = Field(None, description="Lingjun node group (kind=lingjun).")
+    ecs: EcsGpuSettings | None = Field(None, description="ECS GPU instance settings (kind=ecs).")
     zone: str = Field(description="Zone of the GPU nodes; must be one of `zones`.")
     nodes: int = Field(ge=1, le=256, description="GPU nodes the training job uses (trainer.nnodes).")
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs per node (trainer.n_gpus_per_node).")
@@ -196,7 +196,7 @@ class GpuPoolSettings(Strict):
     gpu_model: str = Field("", description="Free-text GPU model, shown in the plan and as a node label (e.g. GU8TF, H20).")
 
     @model_validator(mode="after")
-    def _kind_section(self) -> "GpuPoolSettings":
+    def _kind_section(self) -> GpuPoolSettings:
         if self.kind == "lingjun" and self.lingjun is None:
             raise ValueError("kind=lingjun needs a `lingjun:` section with eflo_cluster_id and eflo_node_group_id")
         if self.kind == "ecs" and self.ecs is None:
@@ -226,7 +226,7 @@ class StorageSettings(Strict):
         True, description="Keep the bucket and its checkpoints on `pulumi destroy` (retain_on_delete + protect).")
     versioning: bool = Field(True, description="Enable object versioning on a new bucket.")
     sse_algorithm: Literal["AES256", "KMS"] = Field("AES256", description="Server-side encryption of a new bucket.")
-    kms_key_id: Optional[str] = Field(None, description="KMS key id when sse_algorithm=KMS (empty = OSS-managed KMS key).")
+    kms_key_id: str | None = Field(None, description="KMS key id when sse_algorithm=KMS (empty = OSS-managed KMS key).")
     auth: Literal["rrsa", "access_key"] = Field(
         "rrsa", description="How pods reach OSS. `access_key` uses the ossAccessKeyId/Secret secret config as a fallback.")
     datasets_prefix: str = Field("datasets/", description="Key prefix of processed datasets.")
@@ -258,7 +258,7 @@ class StorageSettings(Strict):
         return v
 
     @model_validator(mode="after")
-    def _distinct(self) -> "StorageSettings":
+    def _distinct(self) -> StorageSettings:
         prefixes = [self.datasets_prefix, self.models_prefix, self.checkpoints_prefix, self.kept_prefix,
                     self.tracking_prefix, self.scratch_prefix]
         for a in prefixes:
@@ -275,10 +275,10 @@ class TlsSettings(Strict):
     source: Literal["upload", "certificate_id"] = Field(
         "upload", description="`upload` sends tlsCertificate/tlsPrivateKey secret config to Certificate Management; "
         "`certificate_id` uses a certificate already there.")
-    certificate_id: Optional[str] = Field(None, description="Certificate Management (CAS) cert id when source=certificate_id.")
+    certificate_id: str | None = Field(None, description="Certificate Management (CAS) cert id when source=certificate_id.")
 
     @model_validator(mode="after")
-    def _id(self) -> "TlsSettings":
+    def _id(self) -> TlsSettings:
         if self.source == "certificate_id" and not self.certificate_id:
             raise ValueError("source=certificate_id needs certificate_id (the CAS certificate id, digits)")
         return self
@@ -290,9 +290,9 @@ class SandboxSettings(Strict):
         "ack-addon", description="`ack-addon` installs ack-agent-sandbox-controller + the sandbox manager add-on; "
         "`open-source` deploys an OpenKruise Agents sandbox manager built with MCP support.")
     namespace: str = Field("sandbox-system", description="Namespace of the sandbox manager and the SandboxSet.")
-    domain: Optional[str] = Field(
+    domain: str | None = Field(
         None, description="E2B domain (api.<domain>, *.<domain>) served by the ALB with TLS. Empty = in-cluster MCP only.")
-    dns_zone: Optional[str] = Field(
+    dns_zone: str | None = Field(
         None, description="Alibaba Cloud DNS zone that holds `domain` (e.g. example.com); adds the wildcard record.")
     tls: TlsSettings = Field(default_factory=TlsSettings, description="Certificate for the sandbox domain.")
     template_name: str = Field("code-interpreter", description="SandboxSet name = the E2B template the MCP server claims from.")
@@ -321,7 +321,7 @@ class SandboxSettings(Strict):
         return v
 
     @model_validator(mode="after")
-    def _pool(self) -> "SandboxSettings":
+    def _pool(self) -> SandboxSettings:
         if self.pool_min > self.pool_cap:
             raise ValueError(f"pool_min {self.pool_min} exceeds pool_cap {self.pool_cap}; raise pool_cap or lower pool_min")
         if self.dns_zone and not self.domain:
@@ -348,13 +348,13 @@ class ModelSettings(Strict):
         "qwen2.5-3b-instruct", description="Model preset (architecture facts and default parallelism).")
     source: Literal["huggingface", "modelscope"] = Field(
         "huggingface", description="Hub the model staging job downloads from (ModelScope is faster in mainland regions).")
-    rollout_tp: Optional[int] = Field(None, ge=1, description="Override: vLLM tensor parallel size.")
-    actor_param_offload: Optional[bool] = Field(None, description="Override: FSDP actor parameter offload.")
-    actor_optimizer_offload: Optional[bool] = Field(None, description="Override: FSDP actor optimizer offload.")
-    ref_param_offload: Optional[bool] = Field(None, description="Override: reference policy parameter offload.")
-    gpu_memory_utilization: Optional[float] = Field(None, gt=0, lt=1, description="Override: vLLM gpu_memory_utilization.")
-    ppo_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1, description="Override: actor micro batch per GPU.")
-    log_prob_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1, description="Override: log-prob micro batch per GPU.")
+    rollout_tp: int | None = Field(None, ge=1, description="Override: vLLM tensor parallel size.")
+    actor_param_offload: bool | None = Field(None, description="Override: FSDP actor parameter offload.")
+    actor_optimizer_offload: bool | None = Field(None, description="Override: FSDP actor optimizer offload.")
+    ref_param_offload: bool | None = Field(None, description="Override: reference policy parameter offload.")
+    gpu_memory_utilization: float | None = Field(None, gt=0, lt=1, description="Override: vLLM gpu_memory_utilization.")
+    ppo_micro_batch_size_per_gpu: int | None = Field(None, ge=1, description="Override: actor micro batch per GPU.")
+    log_prob_micro_batch_size_per_gpu: int | None = Field(None, ge=1, description="Override: log-prob micro batch per GPU.")
 
 
 # --------------------------------------------------------------------------------------------- training
@@ -377,7 +377,7 @@ class TrainingSettings(Strict):
     use_dynamic_bsz: bool = Field(False, description="Token-based dynamic batch sizes (micro batch rules then do not apply).")
     ppo_max_token_len_per_gpu: int = Field(16384, ge=256, description="Token budget per GPU when use_dynamic_bsz.")
     ulysses_sequence_parallel_size: int = Field(1, ge=1, description="Ulysses sequence parallel size of the actor.")
-    total_training_steps: Optional[int] = Field(1, ge=1, description="Stop after this many steps (empty = epochs decide).")
+    total_training_steps: int | None = Field(1, ge=1, description="Stop after this many steps (empty = epochs decide).")
     total_epochs: int = Field(1, ge=1, description="Epochs over the train set.")
     save_freq: int = Field(1, description="Checkpoint every N steps (-1 = never; a last-step checkpoint is written when > 0).")
     test_freq: int = Field(-1, description="Validate every N steps (-1 = never; when > 0 it also validates at the last step).")
@@ -388,14 +388,14 @@ class TrainingSettings(Strict):
     rollout_engine: Literal["vllm", "sglang"] = Field("vllm", description="Rollout engine (rollout.name).")
     logger: list[Literal["console", "mlflow", "tensorboard", "wandb", "swanlab", "file"]] = Field(
         default_factory=lambda: ["console", "mlflow"], min_length=1, description="trainer.logger backends.")
-    trace_backend: Optional[Literal["mlflow", "weave"]] = Field(
+    trace_backend: Literal["mlflow", "weave"] | None = Field(
         "mlflow", description="rollout.trace.backend (rollout traces); empty disables tracing.")
     project_name: str = Field("gsm8k-tool-agent", description="trainer.project_name (MLflow experiment).")
     experiment_name: str = Field("qwen2.5-3b-grpo-tool-agent", description="trainer.experiment_name (MLflow run).")
     save_contents: list[Literal["model", "optimizer", "extra", "hf_model"]] = Field(
         default_factory=lambda: ["model", "optimizer", "extra", "hf_model"],
         description="Checkpoint contents. model+optimizer+extra make a resume restore optimizer and dataloader state.")
-    max_actor_ckpt_to_keep: Optional[int] = Field(None, ge=1, description="Keep only the newest N actor checkpoints.")
+    max_actor_ckpt_to_keep: int | None = Field(None, ge=1, description="Keep only the newest N actor checkpoints.")
 
     @field_validator("project_name", "experiment_name")
     @classmethod
@@ -413,7 +413,7 @@ class JobSettings(Strict):
     submission_mode: Literal["K8sJobMode", "HTTPMode", "SidecarMode", "InteractiveMode"] = Field(
         "SidecarMode", description="KubeRay submission mode. SidecarMode needs KubeRay >= 1.5.0.")
     active_deadline_seconds: int = Field(86400, gt=0, description="Hard limit on the job's run time; KubeRay stops it after.")
-    pre_running_deadline_seconds: Optional[int] = Field(
+    pre_running_deadline_seconds: int | None = Field(
         3600, gt=0, description="Fail if the job is not Running within this time (KubeRay >= 1.6.0).")
     ttl_seconds_after_finished: int = Field(
         300, ge=0, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
@@ -439,7 +439,7 @@ class JobSettings(Strict):
 # --------------------------------------------------------------------------------------------- versions
 class AddonSetting(Strict):
     name: str = Field(description="ACK add-on API name (check with cs.get_kubernetes_addons).")
-    version: Optional[str] = Field(None, description="Add-on version; empty = the version ACK installs by default.")
+    version: str | None = Field(None, description="Add-on version; empty = the version ACK installs by default.")
 
 
 class VersionSettings(Strict):
@@ -493,12 +493,12 @@ class VersionSettings(Strict):
 # --------------------------------------------------------------------------------------------- tracking
 class TrackingSettings(Strict):
     enabled: bool = Field(True, description="Run an MLflow tracking server that outlives the job.")
-    storage_class: Optional[str] = Field(
+    storage_class: str | None = Field(
         "alicloud-disk-essd", description="StorageClass of the tracking server's backend-store disk.")
     disk_gib: int = Field(20, ge=20, description="Backend-store disk size (ESSD minimum is 20 GiB).")
 
     @model_validator(mode="after")
-    def _storage(self) -> "TrackingSettings":
+    def _storage(self) -> TrackingSettings:
         if self.enabled and not self.storage_class:
             raise ValueError("tracking.enabled needs storage_class (e.g. alicloud-disk-essd) for its backend store")
         return self
@@ -510,7 +510,7 @@ class Settings(Strict):
     region: str = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
     zones: list[str] = Field(min_length=1, description="Zones of the node vSwitches; the GPU zone first is usual.")
     tags: dict[str, str] = Field(default_factory=dict, description="Extra cost tags on every taggable cloud resource.")
-    ttl_hours: Optional[int] = Field(
+    ttl_hours: int | None = Field(
         None, ge=1, description="Hours after the last deploy when the scheduled teardown may destroy this stack.")
     deploy_on_merge: bool = Field(False, description="`pulumi up` this stack when a PR touching it merges to main.")
     cluster: ClusterSettings = Field(default_factory=ClusterSettings, description="ACK cluster.")
@@ -540,7 +540,7 @@ class Settings(Strict):
         return v
 
     @model_validator(mode="after")
-    def _cross(self) -> "Settings":
+    def _cross(self) -> Settings:
         if self.gpu_pool.zone not in self.zones:
             raise ValueError(
                 f"gpu_pool.zone {self.gpu_pool.zone!r} is not one of zones {self.zones}; add it to zones or pick one of them")

@@ -8,7 +8,6 @@ place means no file repeats a taint, a label, a service-account name or an endpo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import pulumi
 
@@ -70,8 +69,8 @@ class StorageRefs:
     bucket_name: pulumi.Input[str]
     endpoint: str  # intranet endpoint for pods
     auth: str  # "rrsa" | "access_key"
-    csi_role_name: Optional[pulumi.Input[str]] = None  # RAM role the OSS CSI fuse pods assume (rrsa)
-    access_key_secret_name: Optional[str] = None  # k8s Secret with akId/akSecret (access_key fallback)
+    csi_role_name: pulumi.Input[str] | None = None  # RAM role the OSS CSI fuse pods assume (rrsa)
+    access_key_secret_name: str | None = None  # k8s Secret with akId/akSecret (access_key fallback)
 
 
 @dataclass

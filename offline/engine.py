@@ -13,7 +13,7 @@ import logging
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 from google.protobuf import json_format
@@ -114,7 +114,7 @@ class _Monitor(pmocks.MockMonitor):
     def __init__(self, mocks: _Mocks, recording: Recording):
         super().__init__(mocks)
         self.recording = recording
-        self.stack_urn: Optional[str] = None
+        self.stack_urn: str | None = None
 
     def RegisterResource(self, request):
         resp = super().RegisterResource(request)

@@ -1,0 +1,57 @@
+"""Shared test fixtures: run the real program under the recording engine for a stack (optionally with
+settings overrides) and cache the recording for the session."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from components.settings import PROJECT, SETTINGS_KEY, STACKS_DIR, parse_settings, read_stack_config  # noqa: E402
+from offline.engine import Recording, run_program  # noqa: E402
+from plan import stack_config  # noqa: E402
+
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+_cache: dict[str, Recording] = {}
+
+
+def deep_merge(base: dict, overrides: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in overrides.items():
+        if v is None and k in out and isinstance(out[k], dict):
+            out.pop(k)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def stack_settings(stack: str, overrides: dict | None = None) -> dict:
+    """Raw settings of a stack file with `overrides` deep-merged in (a None value removes a section)."""
+    raw = read_stack_config(stack)[SETTINGS_KEY]
+    return deep_merge(raw, overrides or {})
+
+
+def record(stack: str = "dev", overrides: dict | None = None) -> Recording:
+    """Run __main__.py for a stack (plus overrides) under the recording engine; cached per session."""
+    key = json.dumps([stack, overrides or {}], sort_keys=True)
+    if key not in _cache:
+        config, secret_keys, _ = stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
+        raw = stack_settings(stack, overrides)
+        parse_settings(raw)  # fail here with the settings error, not deep inside the engine
+        config[SETTINGS_KEY] = json.dumps(raw)
+        _cache[key] = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack)
+    return _cache[key]
+
+
+@pytest.fixture(params=STACKS)
+def stack_name(request) -> str:
+    return request.param

@@ -1,0 +1,86 @@
+"""The offline plan: what a newcomer and a PR reviewer see of a stack without an account."""
+
+import json
+
+import yaml
+
+import plan
+from components.settings import SECRET_KEYS, STACKS_DIR
+
+LEAKY = {k: f"sk-LEAK-{k}-5f2a9c" for k in SECRET_KEYS}
+LEAKY["tlsPrivateKey"] = "-----BEGIN PRIVATE KEY-----\nLEAKY\n-----END PRIVATE KEY-----"
+
+
+def test_plan_writes_manifests_plan_json_and_plan_md_for_every_stack(stack_name, tmp_path, capsys):
+    out = tmp_path / stack_name
+    assert plan.main(["--stack", stack_name, "--out", str(out)]) == 0
+    assert (out / "plan.json").is_file() and (out / "plan.md").is_file() and (out / "manifests").is_dir()
+    data = json.loads((out / "plan.json").read_text())
+    assert data["stack"] == stack_name and data["resources"]
+    for r in data["resources"]:
+        assert {"type", "name", "parent", "provider", "inputs", "dependencies"} <= set(r)
+    assert "layout" in data["sections"]
+    assert f"stack {stack_name}:" in capsys.readouterr().out
+
+
+def test_plan_accepts_a_config_file_path(tmp_path):
+    out = tmp_path / "cfg"
+    assert plan.main(["--config-file", str(STACKS_DIR / "Pulumi.dev.yaml"), "--out", str(out)]) == 0
+    assert json.loads((out / "plan.json").read_text())["stack"] == "dev"
+
+
+def test_every_manifest_is_one_kubernetes_object_numbered_in_apply_order(tmp_path):
+    out = tmp_path / "dev"
+    plan.main(["--stack", "dev", "--out", str(out)])
+    files = sorted((out / "manifests").glob("*.yaml"))
+    numbers = [int(f.name.split("-")[0]) for f in files]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    kinds = []
+    for f in files:
+        docs = list(yaml.safe_load_all(f.read_text()))
+        assert len(docs) == 1 and {"apiVersion", "kind", "metadata"} <= set(docs[0])
+        kinds.append(docs[0]["kind"])
+    if "Namespace" in kinds:
+        assert kinds.index("Namespace") == 0
+
+
+def test_no_secret_value_reaches_any_plan_file(stack_name, tmp_path):
+    out = tmp_path / stack_name
+    plan.build_plan(STACKS_DIR / f"Pulumi.{stack_name}.yaml", stack_name, out, secret_values=LEAKY)
+    for f in out.rglob("*"):
+        if f.is_file():
+            text = f.read_text()
+            for value in LEAKY.values():
+                assert value not in text, f"{f.relative_to(out)} leaks a secret"
+                assert "LEAKY" not in text
+
+
+def test_invalid_settings_exit_2_list_every_problem_and_write_nothing(tmp_path, capsys):
+    bad = tmp_path / "Pulumi.bad.yaml"
+    doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+    s = doc["config"]["verl-ack:settings"]
+    s["gpu_pool"]["nodes"] = 0
+    s["storage"]["bucket_name"] = "Bad_Bucket"
+    s["surprise"] = True
+    bad.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    assert plan.main(["--config-file", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    for field in ("gpu_pool.nodes", "storage.bucket_name", "surprise"):
+        assert field in err
+    assert not out.exists()
+
+
+def test_a_layout_error_also_exits_2_before_the_program_runs(tmp_path, capsys):
+    bad = tmp_path / "Pulumi.tp.yaml"
+    doc = yaml.safe_load((STACKS_DIR / "Pulumi.multinode.yaml").read_text())
+    doc["config"]["verl-ack:settings"]["model"]["rollout_tp"] = 8
+    bad.write_text(yaml.safe_dump(doc))
+    assert plan.main(["--config-file", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert "model.rollout_tp: rollout TP 8 does not divide" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_stack_file_is_an_error_not_a_traceback(tmp_path, capsys):
+    assert plan.main(["--stack", "nope", "--out", str(tmp_path / "o")]) == 2
+    assert "no stack file" in capsys.readouterr().err
