@@ -56,3 +56,10 @@ def test_every_setting_has_a_description():
     root = schema["properties"]["config"]["properties"][f"{PROJECT}:settings"]["properties"]
     missing += [p for p, spec in root.items() if "description" not in spec]
     assert missing == []
+
+
+def test_readme_settings_and_presets_tables_are_current_run_make_schema_to_refresh():
+    from components.settings import REPO_ROOT, refresh_readme
+
+    text = (REPO_ROOT / "README.md").read_text()
+    assert refresh_readme(text) == text, "stale README tables: run `make schema`"
