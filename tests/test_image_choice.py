@@ -1,0 +1,52 @@
+"""Which image the training job runs, where a built image lives, and the GPU-node pre-pull."""
+
+from components.prepull import prepull_daemonset
+from components.registry import image_tag, registry_repository, runtime_pip_packages, training_image
+from components.settings import Settings
+from components.wiring import gpu_scheduling
+from tests.conftest import stack_settings
+
+
+def settings(overrides=None, stack="dev") -> Settings:
+    return Settings.model_validate(stack_settings(stack, overrides))
+
+
+def test_official_image_installs_the_pinned_verl_mlflow_and_fastmcp_at_start():
+    s = settings()
+    assert training_image(s) == s.versions.verl_image
+    assert runtime_pip_packages(s) == [f"verl=={s.versions.verl}", f"mlflow=={s.versions.mlflow}",
+                                       f"fastmcp=={s.versions.fastmcp}"]
+
+
+def test_built_image_comes_from_the_acr_vpc_endpoint_tagged_by_content_hash_with_no_runtime_install():
+    s = settings({"image": {"source": "built"}})
+    assert training_image(s) == f"registry-vpc.ap-southeast-1.aliyuncs.com/verl-ack/verl:{image_tag(s)}"
+    assert runtime_pip_packages(s) == []
+
+
+def test_built_image_tag_follows_the_image_folder(tmp_path):
+    s = settings({"image": {"source": "built"}})
+    (tmp_path / "Dockerfile").write_text("FROM x\n")
+    first = image_tag(s, tmp_path)
+    (tmp_path / "Dockerfile").write_text("FROM y\n")
+    assert image_tag(s, tmp_path) != first
+
+
+def test_an_explicit_tag_and_an_existing_repository_win():
+    s = settings({"image": {"source": "built", "registry": "existing", "tag": "v1",
+                            "existing_repository": "registry.cn-hangzhou.aliyuncs.com/team/verl"}})
+    assert registry_repository(s) == "registry.cn-hangzhou.aliyuncs.com/team/verl"
+    assert training_image(s) == "registry.cn-hangzhou.aliyuncs.com/team/verl:v1"
+
+
+def test_prepull_runs_only_on_gpu_nodes_pulls_the_training_image_and_then_idles():
+    s = settings()
+    sched = gpu_scheduling(s)
+    ds = prepull_daemonset(s, "img:1", sched, "verl")
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == sched.node_selector and spec["tolerations"] == sched.tolerations
+    assert spec["initContainers"][0]["image"] == "img:1"
+    assert spec["initContainers"][0]["imagePullPolicy"] == "IfNotPresent"
+    assert spec["containers"][0]["image"] == s.image.pause_image
+    assert spec["automountServiceAccountToken"] is False
+    assert ds["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
