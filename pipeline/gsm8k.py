@@ -1,0 +1,196 @@
+"""Turn GSM8K into verl's tool-agent parquet files and upload them to OSS.
+
+Run in the dataset Job as `python -m pipeline.gsm8k`. Each row has the layout of verl's
+examples/data_preprocess/gsm8k_tool_agent_loop.py: the `agent_name: tool_agent` column makes
+verl's agent loop offer the `calc_gsm8k_reward` tool (without it rollouts fall back to
+single_turn_agent and no tool is ever called).
+
+Environment:
+  DATASET_NAME    only `openai/gsm8k` (default); anything else exits with status 2.
+  DATASET_CONFIG  GSM8K config, default `main`.
+  OSS_BUCKET      bucket to upload to (required).
+  OSS_REGION      bucket region, e.g. ap-southeast-1 (required).
+  OSS_ENDPOINT    optional endpoint override (a test server, or a specific domain).
+  OSS_INTERNAL_ENDPOINT  default true: use oss-<region>-internal.aliyuncs.com when OSS_ENDPOINT is unset.
+  OSS_PREFIX      key prefix of the files, default `datasets/gsm8k/`.
+  SUBSETS         small head-of-split files, default `train:20,test:100` -> train20.parquet, test100.parquet;
+                  empty for none.
+  OUTPUT_DIR      local scratch directory, default /tmp/gsm8k.
+  HF_TOKEN        optional Hugging Face token (GSM8K is public; a token raises rate limits).
+  Credentials: see pipeline/oss_client.py (RRSA first, access keys from a Secret as a fallback).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.oss_client import CredentialsMissing, client_from_env, normalize_prefix, require
+from pipeline.oss_upload import upload_directory
+
+DATA_SOURCE = "openai/gsm8k"
+SUPPORTED_DATASETS = (DATA_SOURCE,)
+
+# Verbatim from verl's gsm8k_tool_agent_loop.py: the reward function and the Gsm8kTool parse the
+# answer after `#### `, so the prompt must ask for exactly that format.
+SYSTEM_PROMPT = (
+    "You are a math expert. You are given a question and you need to solve it step by step. "
+    "Reasoning step by step before any tool call. "
+    "You should use the `calc_gsm8k_reward` tool after step by step solving the question, "
+    "before generate final answer at least once and refine your answer if necessary. "
+    "Put your final answer in the format of `#### <answer>`."
+)
+INSTRUCTION = "Let's think step by step and output the final answer after `####`."
+
+# Same number shape as verl's extract_solution (`#### (\-?[0-9\.\,]+)`), but it must end in a digit
+# so a sentence-ending period or comma is not taken into the answer.
+_ANSWER = re.compile(r"####\s*(-?[0-9.,]*[0-9])")
+
+
+def extract_answer(solution: str) -> str:
+    """The number after `####` in a GSM8K solution, with thousands separators removed."""
+    if "####" not in solution:
+        raise ValueError(f"GSM8K solution has no '####' answer marker: {solution[-80:]!r}")
+    m = _ANSWER.search(solution)
+    if m is None:
+        tail = solution[solution.index("####"):][:40]
+        raise ValueError(f"GSM8K solution has '####' but no number after it: {tail!r}")
+    return m.group(1).replace(",", "")
+
+
+def build_row(example: Mapping[str, str], index: int, split: str) -> dict:
+    """One verl tool-agent row from a GSM8K example ({"question", "answer"})."""
+    question_raw = example["question"]
+    answer_raw = example["answer"]
+    question = question_raw + " " + INSTRUCTION
+    answer = extract_answer(answer_raw)
+    return {
+        "data_source": DATA_SOURCE,
+        "agent_name": "tool_agent",
+        "prompt": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": question},
+        ],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": answer},
+        "extra_info": {
+            "split": split,
+            "index": index,
+            "answer": answer_raw,
+            "question": question_raw,
+            "need_tools_kwargs": True,
+            # Keyed by tool name: verl passes create_kwargs to Gsm8kTool.create() for each trajectory.
+            "tools_kwargs": {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": answer}}},
+            # verl's script sends the prompt as shown to the model (question + instruction) as the query.
+            "interaction_kwargs": {"query": question, "ground_truth": answer},
+        },
+    }
+
+
+def build_rows(examples, split: str) -> list[dict]:
+    return [build_row(example, index, split) for index, example in enumerate(examples)]
+
+
+def parse_subsets(spec: str) -> dict[str, int]:
+    """`train:20,test:100` -> {"train": 20, "test": 100}; '' -> {}."""
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        split, sep, count = item.partition(":")
+        if not sep or not split or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"SUBSETS entry {item!r} must look like `train:20` (split name, colon, count >= 1)")
+        out[split] = int(count)
+    return out
+
+
+def write_parquet(rows_by_split: Mapping[str, list[dict]], out_dir: str | os.PathLike,
+                  subsets: Mapping[str, int]) -> list[Path]:
+    """Write `<split>.parquet` for every split and `<split><n>.parquet` holding its first n rows."""
+    for split, n in subsets.items():
+        if split not in rows_by_split:
+            raise ValueError(f"subset {split}:{n} names a split that does not exist; splits are "
+                             f"{', '.join(sorted(rows_by_split))}")
+        if n > len(rows_by_split[split]):
+            raise ValueError(f"subset {split}:{n} asks for more rows than the split has ({len(rows_by_split[split])})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    targets = [(f"{split}.parquet", rows) for split, rows in rows_by_split.items()]
+    targets += [(f"{split}{n}.parquet", rows_by_split[split][:n]) for split, n in subsets.items()]
+    for name, rows in targets:
+        path = out / name
+        pq.write_table(pa.Table.from_pylist(rows), path)
+        written.append(path)
+    return written
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    dataset_name: str
+    dataset_config: str
+    bucket: str
+    prefix: str
+    subsets: dict[str, int]
+    output_dir: Path
+    hf_token: str | None
+
+
+class UnsupportedDataset(ValueError):
+    pass
+
+
+def config_from_env(env: Mapping[str, str]) -> JobConfig:
+    name = env.get("DATASET_NAME") or DATA_SOURCE
+    if name not in SUPPORTED_DATASETS:
+        # The tutorial's job defaulted to hiyouga/geometry3k and then parsed GSM8K fields; refuse instead.
+        raise UnsupportedDataset(f"DATASET_NAME={name!r} is not supported: this job only preprocesses "
+                                 f"{', '.join(SUPPORTED_DATASETS)} into verl's tool-agent format")
+    return JobConfig(
+        dataset_name=name,
+        dataset_config=env.get("DATASET_CONFIG") or "main",
+        bucket=require(env, "OSS_BUCKET"),
+        prefix=normalize_prefix(env.get("OSS_PREFIX") or "datasets/gsm8k/"),
+        subsets=parse_subsets(env.get("SUBSETS", "train:20,test:100")),
+        output_dir=Path(env.get("OUTPUT_DIR") or "/tmp/gsm8k"),
+        hf_token=env.get("HF_TOKEN") or None,
+    )
+
+
+def load_gsm8k(config: JobConfig) -> dict[str, list[dict]]:
+    """The raw splits from the Hugging Face hub (needs the `datasets` package and network)."""
+    import datasets  # imported here so the tests and the teardown tool do not need it
+
+    ds = datasets.load_dataset(config.dataset_name, config.dataset_config, token=config.hf_token)
+    return {split: list(ds[split]) for split in ds}
+
+
+def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list]] | None = None,
+        log: Callable[[str], None] = print):
+    raw = (load or load_gsm8k)(config)
+    rows = {split: build_rows(examples, split) for split, examples in raw.items()}
+    files = write_parquet(rows, config.output_dir, config.subsets)
+    for path in files:
+        log(f"wrote {path}")
+    return upload_directory(client, config.bucket, config.output_dir, config.prefix, log=log)
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    try:
+        config = config_from_env(env)
+        client = client_from_env(env)
+    except (ValueError, KeyError, CredentialsMissing) as err:
+        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
+        return 2
+    run(config, client)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
