@@ -1,0 +1,590 @@
+"""The policy pack (policy/): each policy with a compliant and a violating resource, through the pure check and
+through pulumi_policy's own validate callback with hand-built args (props wrapped in the SDK's real
+unknown-checking proxy, so preview-time unknowns behave as they will under the CLI)."""
+
+from __future__ import annotations
+
+import copy
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy import proxy as sdk_proxy
+from pulumi_policy.proxy import unknown_checking_proxy
+
+REPO = Path(__file__).resolve().parent.parent
+POLICY_DIR = REPO / "policy"
+if str(POLICY_DIR) not in sys.path:
+    sys.path.insert(0, str(POLICY_DIR))
+
+from verl_ack_policy import checks, pack  # noqa: E402
+
+UNKNOWN = sdk_proxy.UNKNOWN_STRING_VALUE
+HF_TOKEN = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7"
+ACCESS_KEY_ID = "LTAI" + "5tAbCdEfGhIjKlMnOpQrSt"
+PEM_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow...\n-----END RSA PRIVATE KEY-----"
+OPENAI_KEY = "sk-proj-" + "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1"
+
+
+def urn(resource_type: str, name: str) -> str:
+    return f"urn:pulumi:dev::verl-ack::{resource_type}::{name}"
+
+
+def _opts() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+
+
+def validate_resource(policy: ResourceValidationPolicy, resource_type: str, props: dict,
+                      config: dict | None = None) -> list[str]:
+    """Run a resource policy the way the analyzer does and collect what it reports."""
+    reports: list[str] = []
+    args = ResourceValidationArgs(resource_type, unknown_checking_proxy(copy.deepcopy(props)),
+                                  urn(resource_type, "res"), "res", _opts(), None, config)
+    policy.validate(args, lambda message, u=None: reports.append(message))
+    return reports
+
+
+def stack_resource(resource_type: str, name: str, props: dict,
+                   property_dependencies: dict[str, list[PolicyResource]] | None = None) -> PolicyResource:
+    return PolicyResource(resource_type, unknown_checking_proxy(copy.deepcopy(props)), urn(resource_type, name), name,
+                          _opts(), None, None, [], property_dependencies or {})
+
+
+def validate_stack(policy: StackValidationPolicy, resources: list[PolicyResource],
+                   config: dict | None = None) -> list[tuple[str, str | None]]:
+    reports: list[tuple[str, str | None]] = []
+    policy.validate(StackValidationArgs(resources, config), lambda message, u=None: reports.append((message, u)))
+    return reports
+
+
+def as_checks(resources: list[PolicyResource]) -> list[checks.Resource]:
+    return pack._resources(StackValidationArgs(resources))
+
+
+# ============================================================================================== plumbing
+def test_unknown_sentinels_are_the_ones_the_installed_sdk_uses():
+    sdk = {v for k, v in vars(sdk_proxy).items() if k.startswith("UNKNOWN_") and k.endswith("_VALUE")}
+    assert checks.UNKNOWN_SENTINELS == sdk
+
+
+def test_plain_unwraps_proxies_without_tripping_on_unknown_values():
+    proxied = unknown_checking_proxy({"spec": {"a": [1, {"b": UNKNOWN}]}, "c": UNKNOWN})
+    with pytest.raises(sdk_proxy.UnknownValueError):
+        proxied["c"]  # what a naive check would hit during preview
+    assert pack.plain(proxied) == {"spec": {"a": [1, {"b": UNKNOWN}]}, "c": UNKNOWN}
+
+
+def test_policy_names_are_unique_and_all_but_cost_tags_are_mandatory():
+    names = [p.name for p in pack.POLICIES]
+    assert len(names) == len(set(names))
+    levels = {p.name: p.enforcement_level for p in pack.POLICIES}
+    assert levels.pop("cost-tags") == EnforcementLevel.ADVISORY
+    assert set(levels.values()) == {EnforcementLevel.MANDATORY}
+
+
+@pytest.mark.parametrize("policy", [p for p in pack.POLICIES if p.config_schema], ids=lambda p: p.name)
+def test_policy_config_schemas_are_valid_json_schema_and_their_defaults_validate(policy):
+    schema = {"type": "object", "properties": policy.config_schema.properties}
+    jsonschema.Draft7Validator.check_schema(schema)
+    defaults = {k: v["default"] for k, v in policy.config_schema.properties.items()}
+    jsonschema.validate(defaults, schema)
+
+
+def test_main_hands_every_policy_to_one_mandatory_pack(monkeypatch):
+    import pulumi_policy
+
+    made = {}
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", lambda **kw: made.update(kw))  # the real one serves forever
+    runpy.run_path(str(POLICY_DIR / "__main__.py"), run_name="__main__")
+    assert made["name"] == "verl-ack"
+    assert made["enforcement_level"] == EnforcementLevel.MANDATORY
+    assert [p.name for p in made["policies"]] == [p.name for p in pack.POLICIES]
+
+
+def test_policy_pack_project_file_runs_python_from_its_own_virtualenv():
+    doc = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())
+    assert doc["runtime"]["name"] == "python"
+    assert doc["runtime"]["options"]["virtualenv"] == ".venv"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", doc["version"])
+
+
+def _pins(path: Path) -> dict[str, str]:
+    return {m[1].lower(): m[2] for m in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)", path.read_text(), re.MULTILINE)}
+
+
+def test_policy_requirements_pin_the_same_versions_as_the_program_and_the_tests():
+    policy = _pins(POLICY_DIR / "requirements.txt")
+    project = {**_pins(REPO / "requirements.txt"), **_pins(REPO / "requirements-dev.txt")}
+    assert set(policy) == {"pulumi", "pulumi-policy", "pyyaml"}
+    assert {k: project[k] for k in policy} == policy
+
+
+# ============================================================================================== OSS
+GOOD_BUCKET = {"bucket": "verl-data", "serverSideEncryptionRule": {"sseAlgorithm": "AES256"},
+               "tags": {"project": "verl-ack", "stack": "dev"}}
+
+
+def test_an_encrypted_private_bucket_passes():
+    assert checks.check_oss_bucket(GOOD_BUCKET) == []
+    assert checks.check_oss_bucket({**GOOD_BUCKET, "serverSideEncryptionRule": {"sseAlgorithm": "KMS"}}) == []
+    assert validate_resource(pack.oss_bucket_private_encrypted, checks.OSS_BUCKET, GOOD_BUCKET) == []
+
+
+def test_a_bucket_without_server_side_encryption_is_refused():
+    props = {"bucket": "verl-data"}
+    assert "sseAlgorithm" in checks.check_oss_bucket(props)[0]
+    assert len(validate_resource(pack.oss_bucket_private_encrypted, checks.OSS_BUCKET, props)) == 1
+
+
+def test_a_bucket_with_a_public_acl_is_refused():
+    props = {**GOOD_BUCKET, "acl": "public-read"}
+    assert "public-read" in checks.check_oss_bucket(props)[0]
+    assert len(validate_resource(pack.oss_bucket_private_encrypted, checks.OSS_BUCKET, props)) == 1
+
+
+def test_an_encryption_rule_unknown_during_preview_is_not_a_violation():
+    assert validate_resource(pack.oss_bucket_private_encrypted, checks.OSS_BUCKET,
+                             {"serverSideEncryptionRule": {"sseAlgorithm": UNKNOWN}}) == []
+
+
+def test_bucket_acl_must_be_private():
+    assert validate_resource(pack.oss_bucket_acl_private, checks.OSS_BUCKET_ACL, {"bucket": "b", "acl": "private"}) == []
+    assert checks.check_oss_bucket_acl({"bucket": "b", "acl": "public-read-write"})
+    assert len(validate_resource(pack.oss_bucket_acl_private, checks.OSS_BUCKET_ACL,
+                                 {"bucket": "b", "acl": "public-read"})) == 1
+
+
+def test_a_bucket_with_a_linked_public_access_block_passes():
+    bucket = stack_resource(checks.OSS_BUCKET, "data", {"bucket": UNKNOWN, **{"serverSideEncryptionRule": {}}})
+    block = stack_resource(checks.OSS_PUBLIC_ACCESS_BLOCK, "data-pab", {"bucket": UNKNOWN, "blockPublicAccess": True},
+                           property_dependencies={"bucket": [bucket]})
+    assert validate_stack(pack.oss_bucket_public_access_blocked, [bucket, block]) == []
+
+
+def test_a_public_access_block_found_by_bucket_name_also_counts():
+    bucket = stack_resource(checks.OSS_BUCKET, "data", {"bucket": "verl-data"})
+    block = stack_resource(checks.OSS_PUBLIC_ACCESS_BLOCK, "pab", {"bucket": "verl-data", "blockPublicAccess": True})
+    assert checks.check_bucket_public_access_block(as_checks([bucket, block])) == []
+
+
+def test_a_bucket_without_a_public_access_block_is_refused_with_its_urn():
+    bucket = stack_resource(checks.OSS_BUCKET, "data", {"bucket": "verl-data"})
+    other = stack_resource(checks.OSS_PUBLIC_ACCESS_BLOCK, "pab", {"bucket": "another", "blockPublicAccess": True})
+    reports = validate_stack(pack.oss_bucket_public_access_blocked, [bucket, other])
+    assert [u for _, u in reports] == [bucket.urn]
+
+
+def test_a_public_access_block_that_does_not_block_is_refused_on_the_block():
+    bucket = stack_resource(checks.OSS_BUCKET, "data", {"bucket": "verl-data"})
+    block = stack_resource(checks.OSS_PUBLIC_ACCESS_BLOCK, "pab", {"bucket": "verl-data", "blockPublicAccess": False})
+    assert [u for _, u in validate_stack(pack.oss_bucket_public_access_blocked, [bucket, block])] == [block.urn]
+
+
+# ============================================================================================== secrets
+def configmap(data: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": data}
+
+
+def deployment(env: list[dict], args: list[str] | None = None) -> dict:
+    container = {"name": "c", "image": "x", "env": env, **({"args": args} if args else {})}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [container]}}}}
+
+
+def rayjob(worker_env: list[dict] | None = None, **spec) -> dict:
+    pod = {"containers": [{"name": "ray-worker", "image": "x", "env": worker_env or []}]}
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "verl"},
+            "spec": {"shutdownAfterJobFinishes": True, "activeDeadlineSeconds": 86400,
+                     "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {"containers": []}}},
+                                        "workerGroupSpecs": [{"groupName": "gpu", "template": {"spec": pod}}]},
+                     **spec}}
+
+
+@pytest.mark.parametrize("key, value", [
+    ("HF_TOKEN", "a-token-from-the-website"),
+    ("E2B-API-KEY", "0b5f0f0c-9c4e-4c39-8e1c-6d8f1f2f6b4a"),
+    ("adminApiKey", "some-key"),
+    ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "abc"),
+    ("password", "hunter2"),
+    ("anything", HF_TOKEN),
+    ("anything", ACCESS_KEY_ID),
+    ("anything", PEM_KEY),
+    ("anything", OPENAI_KEY),
+])
+def test_a_literal_credential_is_found_by_its_name_or_its_shape(key, value):
+    assert checks.secret_in_pair(key, value)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("TOKENIZERS_PARALLELISM", "true"),          # verl's default env: "token" is only part of a word
+    ("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "true"),
+    ("HF_TOKEN", ""),                              # empty: nothing to leak
+    ("HF_TOKEN", "$(HF_TOKEN)"),                   # Kubernetes dependent env var, filled from elsewhere
+    ("E2B-API-KEY", "${E2B_API_KEY}"),             # a template placeholder
+    ("HF_TOKEN", UNKNOWN),                         # computed during preview
+    ("secretName", "hf-token"),                    # a reference, not the secret
+    ("TOKEN_PATH", "/var/run/secrets/token"),
+    ("max_tokens", "1024"),
+    ("disk-category", "sk-like-but-not-a-key"),
+])
+def test_names_and_values_that_only_resemble_credentials_pass(key, value):
+    assert checks.secret_in_pair(key, value) is None
+
+
+def test_a_configmap_with_an_api_key_inside_a_json_file_is_refused():
+    mcp = '{"mcpServers": {"kruise": {"url": "http://sm:8082/mcp", "headers": {"E2B-API-KEY": "k-123"}}}}'
+    props = configmap({"mcp_server.json": mcp, "TOKENIZERS_PARALLELISM": "true"})
+    found = checks.check_no_literal_secrets(checks.CONFIG_MAP, props)
+    assert found == ["data.mcp_server.json.mcpServers.kruise.headers.E2B-API-KEY: "
+                     "the name says it is a credential and the value is a literal"]
+    assert len(validate_resource(pack.no_literal_secrets, checks.CONFIG_MAP, props)) == 1
+
+
+def test_a_configmap_of_settings_without_credentials_passes():
+    props = configmap({"trainer.yaml": "trainer:\n  logger: [console, mlflow]\n", "NCCL_DEBUG": "WARN"})
+    assert validate_resource(pack.no_literal_secrets, checks.CONFIG_MAP, props) == []
+
+
+def test_a_pem_private_key_in_a_configmap_is_refused():
+    assert checks.check_no_literal_secrets(checks.CONFIG_MAP, configmap({"tls.key": PEM_KEY}))
+
+
+def test_a_secret_resource_is_where_credentials_belong():
+    props = {"apiVersion": "v1", "kind": "Secret", "stringData": {"HF_TOKEN": HF_TOKEN}}
+    assert validate_resource(pack.no_literal_secrets, checks.K8S_SECRET, props) == []
+
+
+def test_an_env_literal_credential_in_a_deployment_is_refused_and_value_from_passes():
+    bad = deployment([{"name": "HF_TOKEN", "value": HF_TOKEN}])
+    good = deployment([{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}])
+    assert "secretKeyRef" in checks.check_no_literal_secrets("kubernetes:apps/v1:Deployment", bad)[0]
+    assert len(validate_resource(pack.no_literal_secrets, "kubernetes:apps/v1:Deployment", bad)) == 1
+    assert validate_resource(pack.no_literal_secrets, "kubernetes:apps/v1:Deployment", good) == []
+
+
+def test_an_env_value_unknown_during_preview_passes():
+    props = deployment([{"name": "HF_TOKEN", "value": UNKNOWN}])
+    assert validate_resource(pack.no_literal_secrets, "kubernetes:apps/v1:Deployment", props) == []
+
+
+def test_a_credential_in_container_args_is_refused():
+    props = deployment([], args=["--access-key", ACCESS_KEY_ID])
+    assert "args[1]" in checks.check_no_literal_secrets("kubernetes:apps/v1:Deployment", props)[0]
+
+
+def test_a_credential_in_a_rayjob_worker_template_is_refused():
+    props = rayjob(worker_env=[{"name": "OPENAI_API_KEY", "value": OPENAI_KEY}])
+    found = checks.check_no_literal_secrets(checks.RAYJOB, props)
+    assert len(found) == 1 and "workerGroupSpecs[0].template.spec.containers[0].env[0]" in found[0]
+    assert len(validate_resource(pack.no_literal_secrets, checks.RAYJOB, props)) == 1
+
+
+def test_a_credential_in_a_rayjob_runtime_env_or_entrypoint_is_refused():
+    runtime_env = f"env_vars:\n  HF_TOKEN: {HF_TOKEN}\n  TOKENIZERS_PARALLELISM: 'true'\n"
+    assert checks.check_no_literal_secrets(checks.RAYJOB, rayjob(runtimeEnvYAML=runtime_env)) == [
+        "spec.runtimeEnvYAML: runtime_env.env_vars.HF_TOKEN: value looks like a Hugging Face token"]
+    assert checks.check_no_literal_secrets(checks.RAYJOB, rayjob(entrypoint=f"HF_TOKEN={HF_TOKEN} python3 -m x"))
+    assert checks.check_no_literal_secrets(checks.RAYJOB, rayjob(entrypoint="python3 -m verl.trainer.main_ppo")) == []
+
+
+def test_sandboxset_pod_templates_are_searched_too():
+    props = {"apiVersion": "agents.kruise.io/v1alpha1", "kind": "SandboxSet",
+             "spec": {"template": {"spec": {"containers": [{"name": "c", "env": [{"name": "TOKEN", "value": "t"}]}]}}}}
+    assert checks.check_no_literal_secrets(checks.SANDBOX_SET, props)
+
+
+def test_a_stack_output_holding_a_credential_is_refused_unless_allowed():
+    stack = stack_resource(checks.STACK, "verl-ack-dev", {"bucket": "verl-data", "hf_token": HF_TOKEN})
+    reports = validate_stack(pack.no_secrets_in_stack_outputs, [stack])
+    assert [u for _, u in reports] == [stack.urn]
+    assert validate_stack(pack.no_secrets_in_stack_outputs, [stack], {"allowedOutputs": ["hf_token"]}) == []
+
+
+def test_ordinary_stack_outputs_pass():
+    stack = stack_resource(checks.STACK, "verl-ack-dev", {"bucket": "verl-data", "layout": {"nodes": 1},
+                                                          "sandbox_api_key_secret_name": "sandbox-admin"})
+    assert validate_stack(pack.no_secrets_in_stack_outputs, [stack]) == []
+
+
+# ============================================================================================== GPU pools
+def gpu_pool(**props) -> dict:
+    return {"clusterId": "c123", "instanceTypes": ["ecs.gn7i-c16g1.4xlarge"], "instanceChargeType": "PostPaid",
+            "scalingConfig": {"enable": True, "minSize": 0, "maxSize": 2}, **props}
+
+
+def lingjun_pool(nodes: str = "1", gpus: str | None = "8") -> dict:
+    labels = [{"key": checks.GPUS_PER_NODE_LABEL, "value": gpus}] if gpus else []
+    return {"clusterId": "c123", "type": "lingjun", "desiredSize": nodes, "labels": labels}
+
+
+def test_a_pay_as_you_go_on_demand_gpu_pool_passes():
+    assert validate_resource(pack.gpu_pool_pay_as_you_go, checks.NODE_POOL, gpu_pool(spotStrategy="NoSpot")) == []
+
+
+@pytest.mark.parametrize("override", [
+    {"instanceChargeType": "PrePaid"},
+    {"spotStrategy": "SpotAsPriceGo"},
+    {"spotStrategy": "SpotWithPriceLimit"},
+    {"scalingConfig": {"enable": True, "maxSize": 2, "type": "spot"}},
+])
+def test_a_prepaid_or_spot_gpu_pool_is_refused(override):
+    assert len(validate_resource(pack.gpu_pool_pay_as_you_go, checks.NODE_POOL, gpu_pool(**override))) == 1
+
+
+def test_a_prepaid_cpu_pool_is_not_a_gpu_pool():
+    props = {"instanceTypes": ["ecs.g7.2xlarge"], "instanceChargeType": "PrePaid"}
+    assert validate_resource(pack.gpu_pool_pay_as_you_go, checks.NODE_POOL, props) == []
+
+
+@pytest.mark.parametrize("instance_type, gpus", [
+    ("ecs.gn7i-c8g1.2xlarge", 1),      # 8 vCPUs, one GPU per 8
+    ("ecs.gn7i-c32g1.16xlarge", 2),
+    ("ecs.gn7e-c16g1.32xlarge", 8),
+    ("ecs.gn7i-4x.16xlarge", 4),       # the -4x infix
+    ("ecs.ebmgn7.26xlarge", 8),        # bare metal: the conservative default
+    ("ecs.gn8v.4xlarge", 8),           # name says nothing: the conservative default
+])
+def test_gpus_per_instance_reads_the_type_name_and_errs_high_when_it_cannot(instance_type, gpus):
+    assert checks.is_gpu_instance_type(instance_type)
+    assert checks.gpus_per_instance(instance_type) == gpus
+
+
+def test_gpu_pools_within_the_default_budget_of_16_pass():
+    pools = [stack_resource(checks.NODE_POOL, "lingjun", lingjun_pool(nodes="2")),
+             stack_resource(checks.NODE_POOL, "system", {"instanceTypes": ["ecs.g7.2xlarge"], "desiredSize": "10"})]
+    assert validate_stack(pack.gpu_budget, pools) == []
+
+
+def test_gpu_pools_over_the_budget_are_refused_and_the_budget_is_configurable():
+    pools = [stack_resource(checks.NODE_POOL, "lingjun", lingjun_pool(nodes="2")),
+             stack_resource(checks.NODE_POOL, "ecs", gpu_pool(scalingConfig={"enable": True, "maxSize": 3},
+                                                              instanceTypes=["ecs.gn7i-4x.16xlarge"]))]
+    reports = validate_stack(pack.gpu_budget, pools)
+    assert len(reports) == 1 and "28 GPUs" in reports[0][0] and reports[0][1] is None
+    assert validate_stack(pack.gpu_budget, pools, {"maxGpus": 32}) == []
+
+
+def test_the_gpus_per_node_label_overrides_the_instance_type_estimate():
+    pool = gpu_pool(instanceTypes=["ecs.gn8v.4xlarge"], scalingConfig={"enable": True, "maxSize": 4},
+                    labels=[{"key": checks.GPUS_PER_NODE_LABEL, "value": "1"}])
+    assert checks.gpu_pool_size(pool) == checks.GpuPoolSize(1, 4)
+    assert checks.check_gpu_budget(as_checks([stack_resource(checks.NODE_POOL, "p", pool)])) == []
+
+
+def test_a_lingjun_pool_without_a_label_counts_eight_gpus_per_node():
+    assert checks.gpu_pool_size(lingjun_pool(nodes="3", gpus=None)) == checks.GpuPoolSize(8, 3)
+
+
+def test_a_lingjun_pool_declares_its_size_in_the_max_nodes_label():
+    pool = {"type": "lingjun", "labels": [{"key": checks.GPUS_PER_NODE_LABEL, "value": "8"},
+                                          {"key": checks.MAX_NODES_LABEL, "value": "3"}]}
+    assert checks.gpu_pool_size(pool) == checks.GpuPoolSize(8, 3)
+    assert len(checks.check_gpu_budget(as_checks([stack_resource(checks.NODE_POOL, "p", pool)]))) == 1
+    # a size the pool itself states wins over the declaration
+    assert checks.gpu_pool_size({**pool, "desiredSize": "1"}) == checks.GpuPoolSize(8, 1)
+
+
+def test_a_gpu_pool_with_no_size_at_all_is_refused_as_unbounded():
+    pool = stack_resource(checks.NODE_POOL, "p", {"type": "lingjun"})
+    reports = validate_stack(pack.gpu_budget, [pool])
+    assert [u for _, u in reports] == [pool.urn] and "unbounded" in reports[0][0]
+
+
+def test_a_pool_size_unknown_during_preview_is_not_counted():
+    pool = stack_resource(checks.NODE_POOL, "p", lingjun_pool(nodes=UNKNOWN))
+    assert validate_stack(pack.gpu_budget, [pool], {"maxGpus": 0}) == []
+
+
+# ============================================================================================== RayJob
+def test_a_rayjob_that_cleans_up_and_has_a_deadline_passes():
+    assert validate_resource(pack.rayjob_cleans_up, checks.RAYJOB, rayjob()) == []
+
+
+@pytest.mark.parametrize("spec", [
+    {"shutdownAfterJobFinishes": False},
+    {"shutdownAfterJobFinishes": None},
+    {"activeDeadlineSeconds": 0},
+    {"activeDeadlineSeconds": None},
+])
+def test_a_rayjob_that_keeps_its_cluster_or_runs_forever_is_refused(spec):
+    props = rayjob()
+    props["spec"].update(spec)
+    props["spec"] = {k: v for k, v in props["spec"].items() if v is not None}
+    assert len(checks.check_rayjob_lifecycle(props)) == 1
+    assert len(validate_resource(pack.rayjob_cleans_up, checks.RAYJOB, props)) == 1
+
+
+def test_a_rayjob_registered_under_a_generic_custom_resource_token_is_checked_too():
+    props = rayjob(shutdownAfterJobFinishes=False)
+    token = "kubernetes:apiextensions.k8s.io:CustomResource"
+    assert checks.is_rayjob(token, props)
+    assert len(validate_resource(pack.rayjob_cleans_up, token, props)) == 1
+
+
+def test_pulumi_kubernetes_custom_resource_registers_the_rayjob_token_the_policy_matches():
+    import pulumi_kubernetes
+
+    source = Path(pulumi_kubernetes.__file__).parent.joinpath("apiextensions", "CustomResource.py").read_text()
+    assert 'f"kubernetes:{api_version}:{kind}"' in source
+    assert checks.RAYJOB == "kubernetes:ray.io/v1:RayJob"
+
+
+# ============================================================================================== sandboxes
+SANDBOX_LABELS = {"app": "code-interpreter"}
+
+
+def sandboxset(namespace: str = "sandbox", labels: dict | None = None) -> dict:
+    return {"apiVersion": "agents.kruise.io/v1alpha1", "kind": "SandboxSet",
+            "metadata": {"name": "code-interpreter", "namespace": namespace},
+            "spec": {"replicas": 4, "template": {"metadata": {"labels": labels or SANDBOX_LABELS},
+                                                 "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+
+
+def netpol(namespace: str = "sandbox", selector: dict | None = None, types: list[str] | None = None,
+           egress: list[dict] | None = None) -> dict:
+    spec = {"podSelector": {"matchLabels": SANDBOX_LABELS} if selector is None else selector,
+            "egress": egress if egress is not None else [
+                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["100.100.100.200/32", "10.0.0.0/8"]}}]},
+                {"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                 "ports": [{"protocol": "UDP", "port": 53}]}]}
+    if types is not None:
+        spec["policyTypes"] = types
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "sandbox-egress", "namespace": namespace}, "spec": spec}
+
+
+def isolation(*resources: tuple[str, dict]) -> list[tuple[str, str | None]]:
+    return validate_stack(pack.sandbox_egress_isolated,
+                          [stack_resource(t, f"r{i}", p) for i, (t, p) in enumerate(resources)])
+
+
+def test_sandboxes_behind_an_egress_policy_that_excepts_the_metadata_service_pass():
+    assert isolation((checks.SANDBOX_SET, sandboxset()), (checks.NETWORK_POLICY, netpol(types=["Ingress", "Egress"]))) == []
+
+
+def test_a_sandboxset_without_any_network_policy_is_refused():
+    reports = isolation((checks.SANDBOX_SET, sandboxset()))
+    assert len(reports) == 1 and "no NetworkPolicy" in reports[0][0]
+
+
+@pytest.mark.parametrize("policy", [
+    netpol(namespace="default"),                                 # another namespace
+    netpol(selector={"matchLabels": {"app": "mcp-server"}}),     # selects other pods
+    netpol(types=["Ingress"]),                                   # does not restrict egress
+])
+def test_a_network_policy_that_does_not_restrict_the_sandboxes_egress_does_not_count(policy):
+    assert len(isolation((checks.SANDBOX_SET, sandboxset()), (checks.NETWORK_POLICY, policy))) == 1
+
+
+def test_an_allowed_ip_block_containing_the_metadata_address_is_refused():
+    leaky = netpol(egress=[{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}])
+    reports = isolation((checks.SANDBOX_SET, sandboxset()), (checks.NETWORK_POLICY, leaky))
+    assert len(reports) == 1 and "100.100.100.200/32" in reports[0][0]
+
+
+def test_an_egress_rule_without_destinations_allows_everything_and_is_refused():
+    open_rule = netpol(egress=[{"ports": [{"protocol": "TCP", "port": 443}]}])
+    assert len(isolation((checks.SANDBOX_SET, sandboxset()), (checks.NETWORK_POLICY, open_rule))) == 1
+
+
+def test_egress_rules_imply_the_egress_policy_type_when_policy_types_is_omitted():
+    assert checks.policy_types({"egress": [{}]}) == ["Ingress", "Egress"]
+    assert isolation((checks.SANDBOX_SET, sandboxset()), (checks.NETWORK_POLICY, netpol())) == []
+
+
+def test_match_expressions_and_the_empty_selector_follow_kubernetes_semantics():
+    labels = {"app": "code-interpreter", "tier": "sandbox"}
+    assert checks.selector_matches({}, labels)
+    assert checks.selector_matches({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["sandbox"]}]}, labels)
+    assert not checks.selector_matches({"matchExpressions": [{"key": "tier", "operator": "NotIn",
+                                                              "values": ["sandbox"]}]}, labels)
+    assert not checks.selector_matches({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, labels)
+    deny_all_egress = netpol(selector={}, types=["Egress"], egress=[])
+    assert isolation((checks.SANDBOX_SET, sandboxset()), (checks.NETWORK_POLICY, deny_all_egress)) == []
+
+
+# ============================================================================================== tags
+def test_taggable_resources_without_project_and_stack_tags_get_an_advisory():
+    props = {"vpcName": "verl", "cidrBlock": "10.0.0.0/8", "tags": {"project": "verl-ack"}}
+    reports = validate_resource(pack.cost_tags, "alicloud:vpc/network:Network", props)
+    assert len(reports) == 1 and "stack" in reports[0]
+    assert pack.cost_tags.enforcement_level == EnforcementLevel.ADVISORY
+
+
+def test_resources_with_the_cost_tags_pass_and_required_tags_are_configurable():
+    props = {"tags": {"project": "verl-ack", "stack": "dev"}}
+    assert validate_resource(pack.cost_tags, checks.OSS_BUCKET, props) == []
+    assert len(validate_resource(pack.cost_tags, checks.OSS_BUCKET, props, {"requiredTags": ["owner"]})) == 1
+
+
+def test_resources_that_take_no_tags_are_not_asked_for_them():
+    assert validate_resource(pack.cost_tags, checks.OSS_BUCKET_ACL, {"bucket": "b", "acl": "private"}) == []
+    assert validate_resource(pack.cost_tags, "kubernetes:core/v1:Namespace", {"metadata": {"name": "verl"}}) == []
+
+
+@pytest.mark.parametrize("token", sorted(checks.TAGGABLE_TYPES))
+def test_every_taggable_type_exists_in_pulumi_alicloud_and_accepts_tags(token):
+    import pulumi_alicloud
+
+    module, cls = token.split(":")[1].split("/")[0], token.split(":")[2]
+    source = (Path(pulumi_alicloud.__file__).parent / module).glob("*.py")
+    defining = [f.read_text() for f in source if f"'{token}'" in f.read_text()]
+    assert defining, f"{token} is not a resource type of the installed pulumi_alicloud"
+    assert re.search(rf"class {cls}\(pulumi\.CustomResource\)", defining[0])
+    assert '__props__.__dict__["tags"] = tags' in defining[0]
+
+
+# ============================================================================================== the program
+def _from_recording(value):
+    """The offline engine's placeholders in the policy SDK's terms: "[unknown]" is a preview-time unknown;
+    "[secret]" stays a literal, as the SDK hands policies secret values unwrapped."""
+    if value == "[unknown]":
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: _from_recording(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_recording(v) for v in value]
+    return value
+
+
+MANDATORY_RESOURCE_CHECKS = {
+    checks.OSS_BUCKET: checks.check_oss_bucket,
+    checks.OSS_BUCKET_ACL: checks.check_oss_bucket_acl,
+    checks.NODE_POOL: checks.check_gpu_pool_billing,
+}
+
+
+def test_every_stack_of_the_program_passes_the_mandatory_policies(stack_name):
+    """What `pulumi preview --policy-pack policy` will say, offline: the real program under the recording engine
+    (tests/conftest.py), every mandatory check on what it registers and exports."""
+    from tests.conftest import record
+
+    recording = record(stack_name)
+    resources = [checks.Resource(r.type, r.urn, _from_recording(r.inputs),
+                                 {k: tuple(v) for k, v in r.property_dependencies.items()})
+                 for r in recording.resources]
+    found = []
+    for r in resources:
+        check = MANDATORY_RESOURCE_CHECKS.get(r.type)
+        found += [(r.urn, m) for m in (check(r.props) if check else [])]
+        found += [(r.urn, m) for m in checks.check_no_literal_secrets(r.type, r.props)]
+        if checks.is_rayjob(r.type, r.props):
+            found += [(r.urn, m) for m in checks.check_rayjob_lifecycle(r.props)]
+    found += [("stack outputs", m) for m in checks.check_stack_outputs(_from_recording(recording.outputs))]
+    for stack_check in (checks.check_bucket_public_access_block, checks.check_gpu_budget, checks.check_sandbox_isolation):
+        found += [(u or "stack", m) for m, u in stack_check(resources)]
+    assert found == [], "\n".join(f"{u}: {m}" for u, m in found)
