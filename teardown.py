@@ -93,7 +93,7 @@ def choose_step(steps: Sequence[int], tracker_text: str | None) -> StepChoice:
     """The step to keep, from the global_step_N directories present and the tracker file's text."""
     present = sorted(set(steps))
     if not present:
-        raise TeardownError("no global_step_N directory found")
+        raise NoCheckpoints("no global_step_N directory found")
     newest = present[-1]
     if tracker_text is None:
         return StepChoice(newest, (f"no {TRACKER}: keeping the largest step, {newest}, unconfirmed by verl",))
@@ -160,7 +160,7 @@ def make_plan(client: oss.Client, *, bucket: str, checkpoints_prefix: str, proje
     try:
         choice = choose_step(steps, get_text(client, bucket, exp + TRACKER))
     except TeardownError as err:
-        raise TeardownError(f"oss://{bucket}/{exp}: {err}") from None
+        raise type(err)(f"oss://{bucket}/{exp}: {err}") from None
     src_step = step_prefix(exp, choice.step)
     items = plan_copies(objects, src_step, step_prefix(dest_exp, choice.step))
     return Plan(bucket=bucket, exp_prefix=exp, step=choice, items=items, dest_bucket=dest_bucket,
@@ -243,7 +243,11 @@ def write_tracker(client: oss.Client, plan: Plan, result: KeepResult) -> None:
 
 # ------------------------------------------------------------------------------------------ CLI
 def destroy_command(stack: str) -> list[str]:
-    return ["pulumi", "destroy", "--stack", stack, "--yes"]
+    # --exclude-protected: the bucket is protected while storage.keep_on_destroy (the default), so a plain
+    # destroy would stop at it; this destroys everything else and keeps the data.
+    # --run-program: the Kubernetes provider's kubeconfig in the state is a temporary credential that may have
+    # expired since `up` (cluster.kubeconfig_ttl_minutes); running the program fetches a fresh one.
+    return ["pulumi", "destroy", "--stack", stack, "--yes", "--exclude-protected", "--run-program"]
 
 
 def run_destroy(command: list[str]) -> int:
@@ -274,12 +278,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     keep_to.add_argument("--keep-prefix", help="kept root in the same bucket (default: storage.kept_prefix)")
     keep_to.add_argument("--keep-bucket", help="copy into this bucket instead, under storage.kept_prefix")
     p.add_argument("--endpoint", help="OSS endpoint override (default: the region's public endpoint)")
+    p.add_argument("--allow-no-checkpoint", action="store_true",
+                   help="with --destroy: destroy even when the experiment wrote no checkpoint at all (nothing to "
+                        "lose; the scheduled TTL teardown uses this so an idle stack does not bill forever)")
     args = p.parse_args(argv)
     if args.dry_run and args.destroy:
         p.error("--dry-run and --destroy exclude each other")
     if args.keep_prefix is not None and not normalize_prefix(args.keep_prefix):
         p.error("--keep-prefix must not be empty")
     return args
+
+
+class NoCheckpoints(TeardownError):
+    """The experiment never wrote a checkpoint: nothing can be lost by destroying."""
 
 
 class StackError(RuntimeError):
@@ -330,9 +341,15 @@ def main(
     except (ValueError, CredentialsMissing) as error:
         err(f"error: {error}")
         return 2
-    except TeardownError as error:
+    except NoCheckpoints as error:
+        if args.destroy and args.allow_no_checkpoint:
+            log(f"{error}: no checkpoint to keep; destroying as --allow-no-checkpoint asks")
+            return destroy(destroy_command(args.stack))
         err(f"error: {error}; nothing to keep. If that is expected, run `{' '.join(destroy_command(args.stack))}` "
-            "yourself.")
+            "yourself or pass --allow-no-checkpoint with --destroy.")
+        return 1
+    except TeardownError as error:
+        err(f"error: {error}; refusing to destroy until the checkpoints are sorted out.")
         return 1
     for line in describe_plan(plan):
         log(line)

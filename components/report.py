@@ -11,8 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.cluster import cloud_section
+from components.cost import cost_section
+from components.data import data_section
+from components.latency import latency_section
 from components.layout import check_layout, resolve_layout
+from components.sandbox import sandbox_section
 from components.settings import Settings
+from components.training import training_section
 
 
 @dataclass
@@ -58,7 +64,8 @@ def layout_section(s: Settings, recording) -> Section:
     return Section("layout", "GPU layout", md, {"layout": L.as_dict(), "findings": [f.__dict__ for f in findings]})
 
 
-BUILDERS: list[Callable[[Settings, Any], Section]] = [layout_section]
+BUILDERS: list[Callable[[Settings, Any], Section]] = [layout_section, cloud_section, latency_section, cost_section,
+                                                      sandbox_section, data_section, training_section]
 
 
 def plan_sections(s: Settings, recording) -> list[Section]:

@@ -13,7 +13,7 @@ import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -40,6 +40,7 @@ SECRET_KEYS: dict[str, str] = {
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # OSS bucket naming rules: 3-63 characters, lowercase letters, digits and hyphens, starting and ending
 # with a letter or digit (https://www.alibabacloud.com/help/en/oss/user-guide/bucket-naming-conventions).
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
@@ -60,6 +61,19 @@ def _cidr(v: str) -> str:
 
 Cidr = Annotated[str, Field(description="An IPv4 CIDR block, e.g. 10.1.0.0/16.")]
 Port = Annotated[int, Field(ge=1, le=65535)]
+# Kubernetes label syntax (apimachinery validation: qualified name key, value <= 63 characters).
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+CPU_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\d+m)$")
+MEMORY_QUANTITY = re.compile(r"^\d+(Ki|Mi|Gi|Ti)$")
+PIN = re.compile(r"^\d+(\.\d+)*([a-z]+\d+)?(\.post\d+)?$")
+
+
+def _quantity(v: str, pattern: re.Pattern, what: str) -> str:
+    if not pattern.fullmatch(v) or re.fullmatch(r"0+(\.0+)?m?|0+(Ki|Mi|Gi|Ti)", v):
+        raise ValueError(f"{v!r} is not {what} (and not zero)")
+    return v
 
 
 # --------------------------------------------------------------------------------------------- network
@@ -126,6 +140,17 @@ class ClusterSettings(Strict):
     public_api: bool = Field(
         True, description="Expose the API server on an internet SLB so Pulumi and kubectl can reach it from outside the VPC.")
     network: NetworkSettings = Field(default_factory=NetworkSettings, description="VPC and vSwitches of a new cluster.")
+    create_timeout_minutes: int = Field(
+        60, ge=20, le=180,
+        description="How long `pulumi up` waits for a new cluster (ACK: typically 10-20 min; provider default 90).")
+    kubeconfig_ttl_minutes: Optional[int] = Field(
+        4320, ge=15, le=4320,
+        description="Validity of the client certificate in the kubeconfig Pulumi fetches on every run (15-4320). "
+        "Empty = ACK's long-lived default (years); a short one means `pulumi destroy --run-program` after it expires.")
+    k8s_delete_unreachable: bool = Field(
+        False,
+        description="Let the Kubernetes provider drop objects of a cluster that no longer answers (set true only to "
+        "finish a destroy after the cluster was deleted outside Pulumi).")
 
     @field_validator("existing_cluster_id")
     @classmethod
@@ -205,6 +230,10 @@ class GpuPoolSettings(Strict):
             raise ValueError("kind=lingjun but an `ecs:` section is set; remove it or set kind: ecs")
         if self.kind == "ecs" and self.lingjun is not None:
             raise ValueError("kind=ecs but a `lingjun:` section is set; remove it or set kind: lingjun")
+        if self.ecs is not None and self.ecs.min_nodes > self.nodes:
+            raise ValueError(
+                f"ecs.min_nodes {self.ecs.min_nodes} exceeds nodes {self.nodes} (the autoscaler's maximum); "
+                "lower min_nodes (0 scales the GPUs to zero) or raise nodes")
         return self
 
 
@@ -237,6 +266,9 @@ class StorageSettings(Strict):
     scratch_prefix: str = Field("scratch/", description="Key prefix for temporary files, expired by a lifecycle rule.")
     scratch_expire_days: int = Field(7, ge=1, description="Days before objects under scratch_prefix expire.")
     abort_multipart_days: int = Field(3, ge=1, description="Days before incomplete multipart uploads are aborted.")
+    noncurrent_expire_days: int = Field(
+        30, ge=1, description="Days a replaced or deleted object version is kept when versioning is on; then it "
+        "expires, so deleted checkpoints stop billing.")
     volume_capacity_gib: int = Field(
         1024, ge=1, description="Nominal capacity of the OSS PersistentVolumes (OSS does not enforce it).")
 
@@ -276,6 +308,18 @@ class TlsSettings(Strict):
         "upload", description="`upload` sends tlsCertificate/tlsPrivateKey secret config to Certificate Management; "
         "`certificate_id` uses a certificate already there.")
     certificate_id: str | None = Field(None, description="Certificate Management (CAS) cert id when source=certificate_id.")
+    certificate_id_suffix: Literal["cn-hangzhou", "ap-southeast-1"] | None = Field(
+        None, description="Suffix the AlbConfig appends to the CAS cert id: `cn-hangzhou` for certificates in the "
+        "Chinese-mainland CAS site, `ap-southeast-1` outside it. Empty = derived from `region` (cn-* except "
+        "cn-hongkong -> cn-hangzhou, else ap-southeast-1).")
+
+    @field_validator("certificate_id")
+    @classmethod
+    def _cert_id(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"\d{1,20}", v):
+            raise ValueError(f"{v!r} is not a CAS certificate id: digits only, without a -cn-hangzhou style suffix "
+                             "(certificate_id_suffix adds it)")
+        return v
 
     @model_validator(mode="after")
     def _id(self) -> TlsSettings:
@@ -300,6 +344,17 @@ class SandboxSettings(Strict):
         18082, description="Sandbox manager MCP port. ACK's image uses 18082 (tutorial), open-source PR #165 uses 8082.")
     mcp_path: str = Field("/mcp", description="HTTP path of the MCP Streamable-HTTP endpoint.")
     service_name: str = Field("sandbox-mcp", description="In-cluster Service name the training job reaches MCP at.")
+    manager_selector: Optional[dict[str, str]] = Field(
+        None, description="Pod labels of the sandbox manager (the MCP Service selects them; only they may reach "
+        "sandboxes). Empty = the default for `manager`: ack-addon {app.kubernetes.io/name: ack-sandbox-manager, "
+        "component: sandbox-manager} (the tutorial's selector without the Helm placeholder "
+        "app.kubernetes.io/instance: release-name); open-source {app.kubernetes.io/name: sandbox-manager, "
+        "component: sandbox-manager} (upstream config/sandbox-manager). Check: "
+        "`kubectl -n <namespace> get pods --show-labels`.")
+    manager_replicas: int = Field(
+        1, ge=1, le=10, description="Sandbox manager replicas (manager=open-source only; peers sync MCP sessions).")
+    manager_cpu: str = Field("1", description="CPU request and limit of the open-source sandbox manager.")
+    manager_memory: str = Field("2Gi", description="Memory request and limit of the open-source sandbox manager.")
     pool_cap: int = Field(64, description="Upper bound on the warm sandbox pool (SandboxSet replicas).")
     pool_min: int = Field(3, ge=0, description="Lower bound on the warm sandbox pool.")
     allow_internet: bool = Field(False, description="Let sandboxes reach the public internet (DNS is always allowed).")
@@ -320,6 +375,43 @@ class SandboxSettings(Strict):
             raise ValueError(f"{v!r} is not a DNS-1123 label (lowercase letters, digits, '-', at most 63)")
         return v
 
+    @field_validator("mcp_port", mode="before")
+    @classmethod
+    def _mcp_port(cls, v):
+        if isinstance(v, int) and not 1 <= v <= 65535:
+            raise ValueError(f"mcp_port {v} is not a TCP port: use 1-65535 (18082 for the ACK add-on, 8082 upstream)")
+        return v
+
+    @field_validator("mcp_path")
+    @classmethod
+    def _mcp_path(cls, v: str) -> str:
+        if not re.fullmatch(r"/[A-Za-z0-9._~/-]*", v):
+            raise ValueError(f"mcp_path {v!r} must be a URL path starting with '/' (e.g. /mcp)")
+        return v
+
+    @field_validator("manager_selector")
+    @classmethod
+    def _selector(cls, v: Optional[dict[str, str]]) -> Optional[dict[str, str]]:
+        if v is not None:
+            if not v:
+                raise ValueError("manager_selector must not be empty (it would select every pod); leave it unset "
+                                 "for the default of `manager`")
+            for key, value in v.items():
+                if not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+                    raise ValueError(f"{key}: {value} is not a valid Kubernetes label (key [prefix/]name, value at "
+                                     "most 63 letters, digits, '-', '_' or '.')")
+        return v
+
+    @field_validator("cpu", "manager_cpu")
+    @classmethod
+    def _cpu(cls, v: str) -> str:
+        return _quantity(v, CPU_QUANTITY, "a CPU quantity like 1, 500m or 2.5")
+
+    @field_validator("memory", "manager_memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        return _quantity(v, MEMORY_QUANTITY, "a memory quantity like 2Gi or 512Mi")
+
     @model_validator(mode="after")
     def _pool(self) -> SandboxSettings:
         if self.pool_min > self.pool_cap:
@@ -328,6 +420,9 @@ class SandboxSettings(Strict):
             raise ValueError("dns_zone is set but domain is empty; set sandbox.domain (a name inside dns_zone)")
         if self.domain and self.dns_zone and not (self.domain == self.dns_zone or self.domain.endswith("." + self.dns_zone)):
             raise ValueError(f"domain {self.domain!r} is not inside dns_zone {self.dns_zone!r}")
+        if self.manager == "open-source" and self.mcp_path != "/mcp":
+            raise ValueError(f"mcp_path {self.mcp_path!r}: the open-source MCP server (PR openkruise/agents#165) "
+                             "serves a fixed /mcp path; set mcp_path: /mcp")
         return self
 
 
@@ -341,6 +436,55 @@ class DatasetSettings(Strict):
     use_subsets: bool = Field(True, description="Train on the small subsets (smoke runs) instead of the full splits.")
     full_train_rows: int = Field(7473, description="Rows in the full GSM8K train split (openai/gsm8k main).")
     full_test_rows: int = Field(1319, description="Rows in the full GSM8K test split.")
+    job_cpu: str = Field("2", description="CPU request and limit of the dataset and model staging Jobs.")
+    job_memory: str = Field("8Gi", description="Memory request and limit of the dataset and model staging Jobs.")
+    backoff_limit: int = Field(2, ge=0, le=10, description="Pod retries of the dataset and model staging Jobs.")
+    active_deadline_seconds: int = Field(
+        7200, ge=60, description="Hard limit on one data Job's run time (a large model download included); "
+        "`pulumi up` waits this long (plus 5 minutes) for the Jobs to complete.")
+    ttl_seconds_after_finished: int = Field(
+        86400, ge=0,
+        description="Seconds a finished data Job (and its pod and logs) stays before Kubernetes deletes it.")
+    staging_storage_class: str = Field(
+        "alicloud-disk-topology-alltype", description="StorageClass of the scratch disk the model staging Job "
+        "downloads into (a generic ephemeral volume, deleted with the pod). The topology class binds in the pod's "
+        "zone (WaitForFirstConsumer); check `kubectl get storageclass`.")
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _supported(cls, v):
+        from pipeline.gsm8k import SUPPORTED_DATASETS  # the pipeline's own list: one source of truth
+
+        if v not in SUPPORTED_DATASETS:
+            raise ValueError(f"dataset {v!r} is not supported: the dataset Job only preprocesses "
+                             f"{', '.join(SUPPORTED_DATASETS)} into verl's tool-agent format")
+        return v
+
+    @field_validator("job_cpu")
+    @classmethod
+    def _cpu(cls, v: str) -> str:
+        return _quantity(v, CPU_QUANTITY, "a CPU quantity like 2 or 500m")
+
+    @field_validator("job_memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        return _quantity(v, MEMORY_QUANTITY, "a memory quantity like 8Gi")
+
+    @field_validator("staging_storage_class")
+    @classmethod
+    def _sc(cls, v: str) -> str:
+        if not DNS1123_SUBDOMAIN.fullmatch(v):
+            raise ValueError(f"{v!r} is not a StorageClass name (DNS-1123 subdomain)")
+        return v
+
+    @model_validator(mode="after")
+    def _subsets_fit(self) -> "DatasetSettings":
+        for split, n, rows in (("train", self.train_subset, self.full_train_rows),
+                               ("test", self.test_subset, self.full_test_rows)):
+            if n > rows:
+                raise ValueError(f"{split}_subset {n} exceeds the {rows} rows of the {split} split (the dataset "
+                                 f"Job would fail); use at most {rows}")
+        return self
 
 
 class ModelSettings(Strict):
@@ -397,12 +541,27 @@ class TrainingSettings(Strict):
         description="Checkpoint contents. model+optimizer+extra make a resume restore optimizer and dataloader state.")
     max_actor_ckpt_to_keep: int | None = Field(None, ge=1, description="Keep only the newest N actor checkpoints.")
 
+    tool_timeout_seconds: int = Field(
+        120, ge=1, le=3600, description="Timeout of one run_code_once call through the sandbox manager's MCP server.")
+
     @field_validator("project_name", "experiment_name")
     @classmethod
     def _shell_safe(cls, v: str) -> str:
         # These go into the Hydra overrides and the checkpoint path; the entrypoint passes two shells.
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
             raise ValueError(f"{v!r} must be letters, digits, '.', '_' or '-' (it becomes a path and a shell word)")
+        return v
+
+    @field_validator("save_contents")
+    @classmethod
+    def _resumable(cls, v: list[str]) -> list[str]:
+        # resume_mode=auto loads `model` from the newest checkpoint; without it a rerun starts from the base
+        # weights while skipping the steps already done.
+        if "model" not in v:
+            raise ValueError("save_contents must include 'model' (resume_mode=auto restores it); keep "
+                             "model, optimizer, extra so a resume also restores optimizer and dataloader state")
+        if len(set(v)) != len(v):
+            raise ValueError("save_contents lists an entry twice")
         return v
 
 
@@ -418,6 +577,41 @@ class JobSettings(Strict):
     ttl_seconds_after_finished: int = Field(
         300, ge=0, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
     backoff_limit: int = Field(0, ge=0, description="RayJob retries; each creates a new Ray cluster (GPU time).")
+    shm_gib: int | None = Field(
+        None, ge=1, description="Size of the memory-backed /dev/shm of each Ray pod (vLLM, NCCL), GiB; it counts "
+        "against the pod's memory. Empty = a quarter of the pod's memory, at most 64.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra environment variables of every Ray pod, e.g. NCCL_SOCKET_IFNAME or NCCL_IB_HCA for RDMA. "
+        "The right values depend on the node type's NICs (not preset: check `ibv_devices` / `ip link` on a node). "
+        "NCCL_DEBUG defaults to WARN and may be overridden here.")
+    gpu_pod_resources: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extended resources each GPU pod requests besides nvidia.com/gpu (e.g. an RDMA device-plugin "
+        "resource). Empty = none; the resource name depends on the node type's device plugin.")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        reserved = {"PYTHONPATH", "MLFLOW_TRACKING_URI"}
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, digits, '_')")
+            if name in reserved:
+                raise ValueError(f"{name} is set by the program (tool module path / tracking server); remove it")
+        return v
+
+    @field_validator("gpu_pod_resources")
+    @classmethod
+    def _resources(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, qty in v.items():
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", name):
+                raise ValueError(f"{name!r} is not an extended resource name (<domain>/<name>)")
+            if name == "nvidia.com/gpu":
+                raise ValueError(f"{name} is set from gpu_pool.gpus_per_node; remove it")
+            if not re.fullmatch(r"[1-9]\d*", qty):
+                raise ValueError(f"{name}: {qty!r} must be a positive whole number (extended resources are counts)")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -437,20 +631,77 @@ class JobSettings(Strict):
 
 
 # --------------------------------------------------------------------------------------------- versions
+# What each data Job pip-installs (pipeline/gsm8k.py, pipeline/stage_model.py and pipeline/oss_client.py import
+# these); each needs a pin in versions.pipeline_packages.
+PIPELINE_IMPORTS: dict[str, tuple[str, ...]] = {
+    "dataset": ("datasets", "pyarrow", "alibabacloud-oss-v2", "alibabacloud-credentials"),
+    "model-huggingface": ("huggingface-hub", "alibabacloud-oss-v2", "alibabacloud-credentials"),
+    "model-modelscope": ("modelscope", "alibabacloud-oss-v2", "alibabacloud-credentials"),
+}
+
+
 class AddonSetting(Strict):
-    name: str = Field(description="ACK add-on API name (check with cs.get_kubernetes_addons).")
+    name: str = Field("", description="ACK add-on API name (check with cs.get_kubernetes_addons). Empty = the "
+                      "built-in name of the role, so a stack may override only `version`.")
     version: str | None = Field(None, description="Add-on version; empty = the version ACK installs by default.")
+    enabled: bool = Field(
+        True, description="Install this add-on. Only the optional roles (monitoring, node_problem_detector) may be "
+        "turned off; the others are needed by the program.")
+
+
+# ACK add-ons by role (docs/cloud.md lists how certain each name is). `terway*` and the CSI pair are also
+# passed to a NEW cluster at creation (network plugin and storage must exist before any node joins).
+DEFAULT_ADDONS: dict[str, str] = {
+    "terway_controlplane": "terway-controlplane",
+    "terway": "terway-eniip",
+    "csi_plugin": "csi-plugin",
+    "csi_provisioner": "managed-csiprovisioner",
+    "alb": "alb-ingress-controller",
+    "kuberay": "ack-kuberay-operator",
+    "sandbox_controller": "ack-agent-sandbox-controller",
+    "sandbox_manager": "ack-sandbox-manager",
+    "node_problem_detector": "ack-node-problem-detector",
+    "pod_identity": "ack-pod-identity-webhook",
+    "monitoring": "arms-prometheus",
+}
+OPTIONAL_ADDONS = ("monitoring", "node_problem_detector")
+
+
+class SandboxManagerAddonKeys(Strict):
+    """Where the sandbox manager add-on's `config` JSON takes each value. The ACK console names the parameters
+    className, domain and adminApiKey (tutorial); their nesting in the API config is UNVERIFIED: read
+    `cs.get_kubernetes_addon_metadata(cluster_id, name, version).config_schema` and set dotted paths here
+    (e.g. `sandboxManager.domain`)."""
+
+    domain: str = Field("domain", description="Dotted path of the E2B domain in the add-on config.")
+    ingress_class: str = Field("className", description="Dotted path of the ingress class (alb) in the add-on config.")
+    admin_api_key: str = Field("adminApiKey", description="Dotted path of the admin API key (secret) in the add-on config.")
+
+    @field_validator("domain", "ingress_class", "admin_api_key")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*", v):
+            raise ValueError(f"{v!r} is not a dotted key path like sandboxManager.domain")
+        return v
 
 
 class VersionSettings(Strict):
     verl: str = Field("0.9.1", description="verl release installed in the job (pip) or baked into the built image.")
     verl_image: str = Field(
-        "verlai/verl:vllm012.latest", description="Base training image (Docker Hub verlai/verl; ships no verl itself).")
+        "verlai/verl:vllm024.latest",
+        description="Base training image (Docker Hub verlai/verl; ships verl's dependencies, not verl). verl 0.9.x "
+        "pins vllm==0.24.0 in its [vllm] extra and needs transformers>=5.5.3, so the vllm012 images of the "
+        "tutorial cannot run it (verl docker/README.md names verlai/verl:vllm024.latest).")
     ray: str = Field(
         "2.52.1", description="Ray version inside verl_image, for RayCluster rayVersion. Verify: "
         "`docker run --rm <image> ray --version`.")
-    mlflow: str = Field("3.18.0", description="mlflow pip pin for the job (tracking client).")
-    fastmcp: str = Field("2.14.1", description="fastmcp pip pin for the job (verl's MCP client).")
+    mlflow: str = Field(
+        "3.17.2", description="mlflow pip pin for the job (tracking client; verl does not depend on it). 3.18.0 needs "
+        "mlflow-skinny 3.18.0, which the package index did not serve when this was pinned; keep it equal to "
+        "image/requirements.txt.")
+    fastmcp: str = Field(
+        "2.14.7", description="fastmcp pip pin for the job: the MCP client of the run_code_once tool "
+        "(agent_tools/verl_ack_tools.py; verl 0.9 has no MCP client of its own). Keep it equal to image/requirements.txt.")
     kuberay: str = Field("1.7.0", description="KubeRay operator version (decides which RayJob features are valid).")
     kuberay_source: Literal["addon", "helm"] = Field(
         "helm", description="Install KubeRay from the ACK add-on (`addons.kuberay`) or the upstream Helm chart.")
@@ -464,44 +715,296 @@ class VersionSettings(Strict):
         description="Code-interpreter sandbox image (the tutorial's).")
     sandbox_manager_image: str = Field(
         "openkruise/sandbox-manager:v0.3.0",
-        description="Open-source sandbox manager image (must be built with MCP support, PR openkruise/agents#165).")
-    addons: dict[str, AddonSetting] = Field(
+        description="Open-source sandbox manager image. It MUST be built with MCP support (unmerged PR "
+        "openkruise/agents#165, commit 136236a8): the released images have no --mcp-enabled flag and exit on it.")
+    sandbox_chart_repo: str = Field(
+        "https://openkruise.github.io/charts/", description="Helm repository of the open-source agent-sandbox charts.")
+    sandbox_controller_chart: str = Field(
+        "agents-sandbox-controller", description="Chart of the open-source agent-sandbox controller (CRDs, webhooks). "
+        "The published index names it agents-sandbox-controller; the source folder is "
+        "kruise-agents-sandbox-controller.")
+    sandbox_controller_chart_version: str = Field(
+        "0.2.0", description="Chart version (0.2.0 installs controller v0.2.0, the newest in the published index; "
+        "check `helm search repo openkruise/agents-sandbox-controller --versions`).")
+    pipeline_packages: dict[str, str] = Field(
         default_factory=lambda: {
-            "csi_plugin": AddonSetting(name="csi-plugin"),
-            "csi_provisioner": AddonSetting(name="managed-csiprovisioner"),
-            "alb": AddonSetting(name="alb-ingress-controller"),
-            "kuberay": AddonSetting(name="ack-kuberay-operator"),
-            "sandbox_controller": AddonSetting(name="ack-agent-sandbox-controller"),
-            "sandbox_manager": AddonSetting(name="ack-sandbox-manager"),
-            "node_problem_detector": AddonSetting(name="ack-node-problem-detector"),
-            "pod_identity": AddonSetting(name="ack-pod-identity-webhook"),
-            "monitoring": AddonSetting(name="arms-prometheus"),
+            "datasets": "5.2.0",
+            "pyarrow": "26.0.1",
+            "alibabacloud-oss-v2": "1.4.1",
+            "alibabacloud-credentials": "1.0.12",
+            "huggingface-hub": "2.4.0",
+            "modelscope": "1.40.2",
         },
-        description="ACK add-ons by role. Names marked uncertain in the README must be checked per region.")
+        description="Exact pip pins the dataset and model staging Jobs install (package -> version). Their own "
+        "dependencies are resolved by pip at run time.")
+    pip_index_url: Optional[str] = Field(
+        None, description="pip index for the data Jobs (e.g. https://mirrors.aliyun.com/pypi/simple/ in mainland "
+        "regions). Empty = PyPI.")
+    addons: dict[str, AddonSetting] = Field(
+        default_factory=lambda: {role: AddonSetting(name=name) for role, name in DEFAULT_ADDONS.items()},
+        description="ACK add-ons by role (" + ", ".join(DEFAULT_ADDONS) + "). A stack lists only the roles and "
+        "keys it changes; the rest keep the built-in names. Names marked uncertain in docs/cloud.md must be checked "
+        "per region with cs.get_kubernetes_addons.")
+    sandbox_manager_config_keys: SandboxManagerAddonKeys = Field(
+        default_factory=SandboxManagerAddonKeys,
+        description="Key paths of the sandbox manager add-on config (shape unverified; see docs/cloud.md).")
 
-    @field_validator("verl", "kuberay", "ray")
+    @field_validator("addons", mode="before")
+    @classmethod
+    def _merge_addons(cls, v):
+        given = dict(v or {})
+        unknown = sorted(set(given) - set(DEFAULT_ADDONS))
+        if unknown:
+            raise ValueError(f"unknown add-on role(s) {unknown}; roles are {sorted(DEFAULT_ADDONS)}")
+        merged = {}
+        for role, name in DEFAULT_ADDONS.items():
+            entry = given.get(role) or {}
+            entry = entry.model_dump() if isinstance(entry, AddonSetting) else dict(entry)
+            merged[role] = {**entry, "name": entry.get("name") or name}
+        return merged
+
+    @field_validator("addons")
+    @classmethod
+    def _required_addons(cls, v: dict[str, AddonSetting]) -> dict[str, AddonSetting]:
+        off = sorted(role for role, a in v.items() if not a.enabled and role not in OPTIONAL_ADDONS)
+        if off:
+            raise ValueError(f"add-on role(s) {off} cannot be disabled (only {list(OPTIONAL_ADDONS)} are optional); "
+                             "remove `enabled: false`")
+        return v
+
+    @field_validator("verl", "kuberay", "ray", "sandbox_controller_chart_version")
     @classmethod
     def _semver(cls, v: str) -> str:
         if not re.fullmatch(r"\d+\.\d+\.\d+", v):
             raise ValueError(f"{v!r} must be an exact version like 1.7.0 (pins, not ranges)")
         return v
 
+    @field_validator("pipeline_packages")
+    @classmethod
+    def _pins(cls, v: dict[str, str]) -> dict[str, str]:
+        missing = sorted({pkg for pkgs in PIPELINE_IMPORTS.values() for pkg in pkgs} - set(v))
+        if missing:
+            raise ValueError(f"pipeline_packages lacks {', '.join(missing)}: the data Jobs import them")
+        for name, version in v.items():
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or not PIN.fullmatch(version):
+                raise ValueError(f"{name}: {version!r} must be an exact version like 1.4.1 (pins, not ranges)")
+        return v
+
+    @field_validator("pip_index_url", "sandbox_chart_repo")
+    @classmethod
+    def _https(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"https://[^\s'\"]+", v):
+            raise ValueError(f"{v!r} must be an https:// URL")
+        return v
+
     def kuberay_tuple(self) -> tuple[int, int, int]:
         return tuple(int(x) for x in self.kuberay.split("."))  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------------- image
+class ImageSettings(Strict):
+    source: Literal["official", "built"] = Field(
+        "official", description="`official`: versions.verl_image plus a runtime pip install of verl, mlflow and fastmcp "
+        "(slow start); `built`: the image built from image/ and pushed to the registry below (no runtime install).")
+    registry: Literal["personal", "enterprise", "existing"] = Field(
+        "personal", description="Where a built image lives: an ACR Personal Edition namespace/repository this program "
+        "creates, a repository it creates in an existing ACR Enterprise instance, or an existing repository.")
+    namespace: str = Field("verl-ack", description="ACR namespace (personal/enterprise).")
+    repository: str = Field("verl", description="ACR repository name (personal/enterprise).")
+    enterprise_instance_id: str | None = Field(None, description="ACR Enterprise instance id (cri-...) when registry=enterprise.")
+    registry_host: str | None = Field(
+        None, description="Registry host nodes pull from. Default for personal: registry-vpc.<region>.aliyuncs.com "
+        "(VPC endpoint). Required for enterprise (e.g. <instance>-registry-vpc.<region>.cr.aliyuncs.com) and existing.")
+    existing_repository: str | None = Field(
+        None, description="Full repository path (host/namespace/repo) when registry=existing.")
+    tag: str | None = Field(None, description="Image tag. Empty = the content hash of image/ (what the build workflow pushes).")
+    credential_helper: bool = Field(
+        True, description="Install managed-aliyun-acr-credential-helper so nodes pull private ACR images without "
+        "imagePullSecrets (built images only).")
+    prepull: bool = Field(
+        True, description="Pull the training image onto each GPU node as soon as it joins (a DaemonSet), "
+        "overlapping model and data staging.")
+    pause_image: str = Field(
+        "registry.k8s.io/pause:3.10",
+        description="Tiny image the pre-pull DaemonSet idles in after pulling. Mainland regions may need a mirror of it.")
+
+    @field_validator("namespace", "repository")
+    @classmethod
+    def _acr_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,63}", v):
+            raise ValueError(f"{v!r} is not a valid ACR name (2-64 lowercase letters, digits, '.', '_' or '-')")
+        return v
+
+    @model_validator(mode="after")
+    def _registry(self) -> ImageSettings:
+        if self.registry == "enterprise" and not (self.enterprise_instance_id and self.registry_host):
+            raise ValueError("registry=enterprise needs enterprise_instance_id and registry_host "
+                             "(copy both from the ACR Enterprise console)")
+        if self.registry == "existing" and not self.existing_repository:
+            raise ValueError("registry=existing needs existing_repository (host/namespace/repo)")
+        return self
 
 
 # --------------------------------------------------------------------------------------------- tracking
 class TrackingSettings(Strict):
     enabled: bool = Field(True, description="Run an MLflow tracking server that outlives the job.")
     storage_class: str | None = Field(
-        "alicloud-disk-essd", description="StorageClass of the tracking server's backend-store disk.")
+        "alicloud-disk-topology-alltype",
+        description="StorageClass of the tracking server's backend-store disk (sqlite). The topology class creates "
+        "the disk in the zone the pod lands in (WaitForFirstConsumer); ACK's alicloud-disk-essd binds Immediately, in "
+        "the provisioner's zone, which a multi-zone system pool may not reach. Check `kubectl get storageclass`.")
     disk_gib: int = Field(20, ge=20, description="Backend-store disk size (ESSD minimum is 20 GiB).")
+    cpu: str = Field("1", description="CPU request and limit of the MLflow server.")
+    memory: str = Field("2Gi", description="Memory request and limit of the MLflow server.")
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: str) -> str:
+        return _quantity(v, CPU_QUANTITY, "a CPU quantity like 1 or 500m")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        return _quantity(v, MEMORY_QUANTITY, "a memory quantity like 2Gi")
+
+    @field_validator("storage_class")
+    @classmethod
+    def _sc(cls, v: str | None) -> str | None:
+        if v and not DNS1123_SUBDOMAIN.fullmatch(v):
+            raise ValueError(f"{v!r} is not a StorageClass name (DNS-1123 subdomain)")
+        return v
 
     @model_validator(mode="after")
     def _storage(self) -> TrackingSettings:
         if self.enabled and not self.storage_class:
-            raise ValueError("tracking.enabled needs storage_class (e.g. alicloud-disk-essd) for its backend store")
+            raise ValueError("tracking.enabled needs storage_class (e.g. alicloud-disk-topology-alltype) for its "
+                             "backend store; set one or set tracking.enabled: false")
         return self
+
+
+# --------------------------------------------------------------------------------------------- latency
+# Typical creation minutes per kind of resource; components/latency.py maps type tokens to these kinds.
+# ack_cluster is documented ("about 15 minutes", pulumi_alicloud cs/managed_kubernetes.py; the CS API docs
+# say 10-20). Every other value is an ESTIMATE (../shared/research/alicloud.md §8 and §10.12: node pools
+# "several minutes", NAT 1-3, ALB "a few", add-ons 1-5, certificates seconds); docs/latency.md lists each.
+DEFAULT_CREATE_MINUTES: dict[str, float] = {
+    "ack_cluster": 15.0, "gpu_node_pool": 10.0, "node_pool": 6.0, "addon": 3.0, "nat_gateway": 2.0, "eip": 0.5,
+    "vpc": 0.5, "load_balancer": 3.0, "certificate": 0.1, "cloud_api": 0.2, "helm_release": 2.0,
+    "k8s_object": 0.05, "k8s_workload": 1.0, "ingress": 2.0, "default": 1.0,
+}
+
+
+class LatencySettings(Strict):
+    create_minutes: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_CREATE_MINUTES),
+        description="Typical creation minutes per kind (ack_cluster, gpu_node_pool, node_pool, addon, nat_gateway, "
+        "eip, vpc, load_balancer, certificate, cloud_api, helm_release, k8s_object, k8s_workload, ingress, default). "
+        "Keys you give replace the built-in estimates; the rest keep them (docs/latency.md gives each source).")
+    hub_download_mbps: float = Field(
+        400, gt=0, description="Model/dataset download rate from the hub, Mbit/s (estimate). Capped by "
+        "cluster.network.nat_bandwidth_mbps when this stack creates the NAT gateway.")
+    oss_upload_mbps: float = Field(800, gt=0, description="Upload rate from a pod to OSS (intranet endpoint), Mbit/s (estimate).")
+    oss_read_mbps: float = Field(
+        800, gt=0, description="Rate a GPU node reads the model from the OSS volume at verl start, Mbit/s (estimate).")
+    node_pull_mbps: float = Field(
+        1000, gt=0, description="Image pull rate of one node including layer extraction, Mbit/s (estimate). Pulls "
+        "from registries outside *.aliyuncs.com go through the NAT and share its bandwidth.")
+    training_image_gib: float = Field(
+        25, gt=0, description="Size of the training image to pull, GiB (estimate: verl's vLLM images are 20+ GB; "
+        "check with `docker manifest inspect` or the registry's UI).")
+    dataset_mib: float = Field(10, gt=0, description="Size of the raw dataset the dataset Job downloads, MiB (GSM8K is a few MB).")
+    job_start_minutes: float = Field(
+        2, ge=0, description="Start of a data Job's pod: scheduling, small image pull, pip install (estimate).")
+    ray_start_minutes: float = Field(2, ge=0, description="Ray head and workers up once the image is on the nodes (estimate).")
+    job_submit_minutes: float = Field(
+        3, ge=0, description="RayJob submission: submitter start and the job's runtime_env (pip) setup (estimate).")
+    verl_init_minutes: float = Field(
+        5, ge=0, description="verl start excluding the model read: workers, FSDP wrap, vLLM engine and CUDA graphs "
+        "(estimate). The model read from OSS (params x 2 bytes / oss_read_mbps) is added on top.")
+
+    @field_validator("create_minutes", mode="before")
+    @classmethod
+    def _merge_minutes(cls, v):
+        unknown = sorted(set(v or {}) - set(DEFAULT_CREATE_MINUTES))
+        if unknown:
+            raise ValueError(f"unknown kind(s) {unknown} in latency.create_minutes; use {sorted(DEFAULT_CREATE_MINUTES)}")
+        return {**DEFAULT_CREATE_MINUTES, **(v or {})}
+
+    @field_validator("create_minutes")
+    @classmethod
+    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: m for k, m in v.items() if m < 0}
+        if bad:
+            raise ValueError(f"latency.create_minutes must be >= 0 minutes; fix {bad}")
+        return v
+
+
+# --------------------------------------------------------------------------------------------- cost
+# ROUGH pay-as-you-go list-price approximations in USD (per hour unless the key says otherwise), recalled
+# from Alibaba Cloud's international price pages, never read from a live price list: estimates, not quotes.
+# Override them with your account's prices in `cost.prices` and state `cost.prices_taken_on`.
+# Keys: `ecs.<type>` and `ack.pro.<spec>` are per instance/cluster hour; the named keys are below.
+PRICE_KEYS: dict[str, str] = {
+    "lingjun_node_hour": "one Lingjun GPU node, per hour (bills while the node exists, job or not)",
+    "nat_gateway_hour": "Enhanced NAT gateway instance plus one capacity unit, per hour",
+    "eip_hour": "pay-by-traffic EIP holding fee, per hour",
+    "eip_egress_gib": "outbound internet traffic through the EIP, per GiB (inbound is not billed)",
+    "alb_hour": "ALB instance, per hour",
+    "alb_lcu_hour": "ALB capacity unit (LCU), per LCU-hour",
+    "oss_gib_month": "OSS standard storage, per GiB-month",
+    "disk_gib_month": "ESSD cloud disk, per GiB-month",
+}
+DEFAULT_PRICES_USD: dict[str, float] = {
+    "ack.pro.small": 0.09, "ecs.g7.2xlarge": 0.37, "ecs.g8i.2xlarge": 0.40, "ecs.gn7i-c16g1.4xlarge": 1.90,
+    "lingjun_node_hour": 28.0, "nat_gateway_hour": 0.10, "eip_hour": 0.005, "eip_egress_gib": 0.12,
+    "alb_hour": 0.03, "alb_lcu_hour": 0.04, "oss_gib_month": 0.02, "disk_gib_month": 0.14,
+}
+ITEM_PRICE_KEY = re.compile(r"^(ecs|ack)\.[a-z0-9][a-z0-9.-]*$")
+
+
+class CostSettings(Strict):
+    currency: Literal["USD", "CNY"] = Field(
+        "USD", description="Currency of `prices`. The built-in prices are USD; with CNY give every named price.")
+    prices: dict[str, float] = Field(
+        default_factory=dict,
+        description="Prices by key: `ecs.<instance type>` and `ack.pro.<spec>` per hour, plus lingjun_node_hour, "
+        "nat_gateway_hour, eip_hour, eip_egress_gib, alb_hour, alb_lcu_hour, oss_gib_month, disk_gib_month. Keys you "
+        "give replace the built-in USD defaults (DEFAULT_PRICES_USD, listed in docs/cost.md: rough list-price "
+        "approximations, not quotes); the rest keep them.")
+    prices_taken_on: str | None = Field(
+        None, pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="Date (YYYY-MM-DD) you read the prices in `prices` from your account's price list.")
+    seconds_per_step: float = Field(600, gt=0, description="Wall time of one training step you expect, seconds.")
+    seconds_per_validation: float = Field(300, ge=0, description="Wall time of one validation pass, seconds.")
+    alb_lcus: float = Field(1.0, ge=0, description="Average ALB capacity units in use (sandbox traffic is light).")
+    egress_gib: float = Field(1.0, ge=0, description="Outbound internet traffic of one run through the NAT EIP, GiB.")
+    scale_down_minutes: float = Field(
+        10, ge=0, description="Minutes an idle autoscaled ECS node lives before scale-down (cluster-autoscaler "
+        "--scale-down-unneeded-time default 10m).")
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _merge_prices(cls, v, info):
+        v = dict(v or {})
+        bad = sorted(k for k in v if k not in PRICE_KEYS and not ITEM_PRICE_KEY.fullmatch(k))
+        if bad:
+            raise ValueError(f"unknown price key(s) {bad} in cost.prices; use `ecs.<instance type>`, "
+                             f"`ack.pro.<spec>` or one of {sorted(PRICE_KEYS)}")
+        if info.data.get("currency", "USD") == "USD":
+            return {**DEFAULT_PRICES_USD, **v}
+        missing = sorted(set(PRICE_KEYS) - set(v))
+        if missing:
+            raise ValueError(f"cost.currency is {info.data.get('currency')} but the built-in prices are USD: give "
+                             f"{missing} (and your instance types and ACK spec) in cost.prices")
+        return v
+
+    @field_validator("prices")
+    @classmethod
+    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: p for k, p in v.items() if p < 0}
+        if bad:
+            raise ValueError(f"prices must be >= 0; fix {bad}")
+        return v
 
 
 # --------------------------------------------------------------------------------------------- root
@@ -524,6 +1027,11 @@ class Settings(Strict):
     job: JobSettings = Field(default_factory=JobSettings, description="RayJob lifecycle.")
     versions: VersionSettings = Field(default_factory=VersionSettings, description="Pinned versions of images, charts, add-ons.")
     tracking: TrackingSettings = Field(default_factory=TrackingSettings, description="MLflow tracking server.")
+    image: ImageSettings = Field(default_factory=ImageSettings, description="Training image: official + pip, or built and pushed to ACR.")
+    latency: LatencySettings = Field(
+        default_factory=LatencySettings, description="Durations of the time-to-first-step model (components/latency.py).")
+    cost: CostSettings = Field(
+        default_factory=CostSettings, description="Prices and run assumptions of the cost ESTIMATE (components/cost.py).")
 
     @field_validator("name")
     @classmethod
@@ -572,6 +1080,34 @@ class Settings(Strict):
             raise ValueError(
                 f"job.pre_running_deadline_seconds needs KubeRay >= 1.6.0 (versions.kuberay is {self.versions.kuberay}); "
                 "remove it or upgrade KubeRay")
+        if not self.tracking.enabled and ("mlflow" in self.training.logger or self.training.trace_backend == "mlflow"):
+            raise ValueError(
+                "training.logger/trace_backend use mlflow but tracking.enabled is false: verl would log to a pod-local "
+                "sqlite file that is deleted with the Ray cluster; enable tracking or drop mlflow from both")
+        return self
+
+    @model_validator(mode="after")
+    def _cloud(self) -> Settings:
+        """Rules of the cloud layer (components/network.py ... ingress.py) that span sections."""
+        net = self.cluster.network
+        if self.cluster.mode == "existing" and not net.vpc_id:
+            raise ValueError(
+                "cluster.mode=existing needs cluster.network.vpc_id and node_vswitch_ids (the cluster's VPC and one "
+                "vSwitch per zone, in zones order): the node pools and the ALB are placed in them")
+        if self.cluster.mode == "new" and net.vpc_id and len(net.pod_vswitch_ids) != len(self.zones):
+            raise ValueError(
+                f"cluster.network.pod_vswitch_ids needs one Terway pod vSwitch per zone ({len(self.zones)}) when a new "
+                "cluster reuses vpc_id; Lingjun nodes need one in the GPU zone")
+        if self.sandbox.domain and len(self.zones) < 2:
+            raise ValueError("sandbox.domain puts an ALB in front of the sandboxes and ALB needs two zones: list at "
+                             "least two zones (with their vSwitches)")
+        if self.sandbox.domain and self.sandbox.domain == self.sandbox.dns_zone:
+            raise ValueError(
+                f"sandbox.domain {self.sandbox.domain!r} is the dns_zone apex, where a CNAME cannot live next to the "
+                "zone's SOA/NS records (RFC 1034 3.6.2); use a subdomain such as sandbox." + self.sandbox.domain)
+        if len(self.tags) > 7:
+            raise ValueError(f"tags has {len(self.tags)} entries; OSS buckets take at most 10 tags and project, stack "
+                             "and environment use 3, so give at most 7")
         return self
 
     @property

@@ -52,6 +52,27 @@ TRAINING_SERVICE_ACCOUNT = "verl-train"
 TRACKING_SERVICE_ACCOUNT = "verl-mlflow"
 
 
+# The ALB IngressClass the cloud layer creates (components/ingress.py) when sandbox.domain is set, and the
+# annotations an Ingress on it needs to listen on 80 and 443 and redirect HTTP to HTTPS (ALB Ingress
+# dictionary: https://www.alibabacloud.com/help/en/cs/user-guide/alb-ingress-configuration-dictionary).
+ALB_INGRESS_CLASS = "alb"
+ALB_HTTPS_ANNOTATIONS = {
+    "alb.ingress.kubernetes.io/listen-ports": '[{"HTTP": 80}, {"HTTPS": 443}]',
+    "alb.ingress.kubernetes.io/ssl-redirect": "true",
+}
+
+
+@dataclass
+class AddonRefs:
+    """Cluster add-ons Kubernetes objects must wait for; an empty list means not installed by this stack."""
+
+    csi: list[pulumi.Resource] = field(default_factory=list)  # OSS/disk CSI (PersistentVolumes, disks)
+    kuberay: list[pulumi.Resource] = field(default_factory=list)  # RayJob CRD and operator
+    alb: list[pulumi.Resource] = field(default_factory=list)  # ALB Ingress controller + AlbConfig + IngressClass
+    sandbox: list[pulumi.Resource] = field(default_factory=list)  # ACK sandbox controller + manager add-ons
+    pod_identity: list[pulumi.Resource] = field(default_factory=list)  # RRSA webhook (pods using RRSA SAs)
+
+
 @dataclass
 class ClusterRefs:
     """The cluster every Kubernetes object is applied to."""
@@ -60,6 +81,7 @@ class ClusterRefs:
     k8s_provider: pulumi.ProviderResource
     # Resources Kubernetes objects must wait for (e.g. the node pools, so pods have somewhere to run).
     ready: list[pulumi.Resource] = field(default_factory=list)
+    addons: AddonRefs = field(default_factory=AddonRefs)
 
 
 @dataclass
@@ -83,3 +105,61 @@ class WorkloadIdentity:
     tracking_service_account: str = TRACKING_SERVICE_ACCOUNT
     # The Namespace/ServiceAccount resources, for depends_on of objects placed in them.
     resources: list[pulumi.Resource] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------
+# Addresses and object keys the training job reads from the sandbox, data and tracking components.
+# Pure functions of the settings, so the RayJob can be rendered (and tested) without those components.
+
+MLFLOW_SERVICE = "mlflow"
+MLFLOW_PORT = 5000
+
+
+def mcp_url(s: Settings) -> str:
+    """In-cluster MCP endpoint (Streamable HTTP) of the sandbox manager, through the Service the sandbox
+    component creates."""
+    sb = s.sandbox
+    return f"http://{sb.service_name}.{sb.namespace}.svc.cluster.local:{sb.mcp_port}{sb.mcp_path}"
+
+
+def tracking_uri(s: Settings) -> str | None:
+    """MLFLOW_TRACKING_URI of the tracking server, or None when `tracking.enabled` is false (settings
+    then refuse an mlflow logger, so the job never falls back to a pod-local sqlite file)."""
+    if not s.tracking.enabled:
+        return None
+    return f"http://{MLFLOW_SERVICE}.{s.job.namespace}.svc.cluster.local:{MLFLOW_PORT}"
+
+
+@dataclass(frozen=True)
+class DatasetFiles:
+    """Object keys (relative to the bucket root) the dataset Job writes and the trainer reads."""
+
+    prefix: str  # <datasets_prefix><dataset>/, e.g. datasets/gsm8k/
+    train: str  # data.train_files: the subset or the full split, per dataset.use_subsets
+    test: str  # data.val_files
+    written: tuple[str, ...]  # every parquet key the Job uploads
+
+
+def dataset_files(s: Settings) -> DatasetFiles:
+    d = s.dataset
+    prefix = f"{s.storage.datasets_prefix}{d.name.split('/')[-1]}/"
+    full = (f"{prefix}train.parquet", f"{prefix}test.parquet")
+    subsets = (f"{prefix}train{d.train_subset}.parquet", f"{prefix}test{d.test_subset}.parquet")
+    train, test = subsets if d.use_subsets else full
+    return DatasetFiles(prefix=prefix, train=train, test=test, written=full + subsets)
+
+
+def model_path(s: Settings) -> str:
+    """Key prefix the model staging Job fills with the preset's weights: <models_prefix><dir_name>/."""
+    return f"{s.storage.models_prefix}{s.preset.dir_name}/"
+
+
+def resource_kwargs(manifest: dict) -> dict:
+    """Keyword arguments of a pulumi_kubernetes resource class from a manifest built by a pure function:
+    top-level keys in snake_case (roleRef -> role_ref, stringData -> string_data); apiVersion and kind are
+    implied by the class. Nested keys stay camelCase, as the provider takes them."""
+    out = {}
+    for key, value in manifest.items():
+        if key not in ("apiVersion", "kind"):
+            out["".join("_" + c.lower() if c.isupper() else c for c in key)] = value
+    return out

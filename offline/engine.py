@@ -102,11 +102,14 @@ class _Mocks(pmocks.Mocks):
 
     def new_resource(self, args: pmocks.MockResourceArgs):
         outputs = dict(args.inputs)
-        outputs.update(fakes.resource_outputs(args.typ, args.name, args.inputs))
-        return fakes.resource_id(args.typ, args.name, args.inputs), outputs
+        # A read (`Resource.get(name, id)`) keeps the id it asked for, as the real engine does, and its
+        # canned outputs are derived from that id.
+        known = {**args.inputs, "id": args.resource_id} if args.resource_id else args.inputs
+        outputs.update(fakes.resource_outputs(args.typ, args.name, known))
+        return args.resource_id or fakes.resource_id(args.typ, args.name, args.inputs), outputs
 
     def call(self, args: pmocks.MockCallArgs):
-        self.recording.invokes.append({"token": args.token, "args": _redact(args.args)})
+        self.recording.invokes.append({"token": args.token, "args": _redact(args.args), "provider": args.provider})
         return fakes.invoke(args.token, args.args)
 
 
@@ -141,6 +144,26 @@ class _Monitor(pmocks.MockMonitor):
                 "custom_timeouts": json_format.MessageToDict(request.customTimeouts) if request.HasField("customTimeouts") else {},
                 "aliases": len(request.aliases),
             },
+        ))
+        return resp
+
+    def ReadResource(self, request):
+        # `Resource.get(...)` reads an existing cloud object without managing it: recorded with
+        # options.read = True (and the id read) so the plan shows it and tests can prove nothing owns it.
+        resp = super().ReadResource(request)
+        self.recording.resources.append(Registration(
+            urn=resp.urn,
+            type=request.type,
+            name=request.name,
+            custom=True,
+            parent=request.parent,
+            provider=request.provider,
+            dependencies=list(request.dependencies),
+            property_dependencies={},
+            inputs=_struct(request.properties),
+            options={"read": True, "id": request.id, "protect": None, "retain_on_delete": None, "ignore_changes": [],
+                     "replace_on_changes": [], "delete_before_replace": False, "deleted_with": "",
+                     "custom_timeouts": {}, "aliases": 0},
         ))
         return resp
 

@@ -39,7 +39,7 @@ def resource_id(type_: str, name: str, inputs: dict) -> str:
 def resource_outputs(type_: str, name: str, inputs: dict) -> dict:
     """Computed outputs (those not echoed from inputs) of the resource types the program reads."""
     if type_ == "alicloud:cs/managedKubernetes:ManagedKubernetes":
-        cid = resource_id(type_, name, inputs)
+        cid = inputs.get("id") or resource_id(type_, name, inputs)  # a read carries its id
         return {
             "vpcId": inputs.get("vpcId", "vpc-fake"),
             "securityGroupId": "sg-fake",

@@ -29,7 +29,8 @@ STEP_2 = {
 }
 KEPT_STEP_2 = "kept/gsm8k-tool-agent/qwen-grpo/global_step_2/"
 ENV = {"OSS_ACCESS_KEY_ID": "test-id", "OSS_ACCESS_KEY_SECRET": "test-secret"}
-DESTROY = ["pulumi", "destroy", "--stack", "dev", "--yes"]
+# The protected (kept) bucket stays; a fresh kubeconfig comes from running the program.
+DESTROY = ["pulumi", "destroy", "--stack", "dev", "--yes", "--exclude-protected", "--run-program"]
 
 
 def settings(**storage):
@@ -196,6 +197,21 @@ def test_no_checkpoint_at_all_exits_1_without_destroying():
         assert run("--destroy") == 1
     assert run.destroyed == []
     assert "nothing to keep" in run.output
+
+
+def test_no_checkpoint_at_all_may_destroy_when_explicitly_allowed_so_idle_stacks_stop_billing():
+    with FakeOss() as empty:
+        run = Run(empty)
+        assert run("--destroy", "--allow-no-checkpoint") == 0
+    assert run.destroyed == [DESTROY]
+
+
+def test_an_inconsistent_checkpoint_is_never_destroyed_even_when_empty_runs_are_allowed(fake_oss):
+    fake_oss.put("ckpt", "checkpoints/gsm8k-tool-agent/qwen-grpo/global_step_1/actor/model.pt", b"m")
+    fake_oss.put("ckpt", "checkpoints/gsm8k-tool-agent/qwen-grpo/latest_checkpointed_iteration.txt", b"7")
+    run = Run(fake_oss)
+    assert run("--destroy", "--allow-no-checkpoint") == 1
+    assert run.destroyed == []
 
 
 def test_keeping_inside_a_bucket_that_destroy_deletes_is_refused(fake_oss):

@@ -1,0 +1,1 @@
+"""Code the training job runs inside the cluster: the tools verl's agent loop offers the model."""
