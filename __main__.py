@@ -12,6 +12,8 @@ from components.ingress import Ingress, IngressArgs, sandbox_api_url
 from components.layout import check_layout, resolve_layout
 from components.network import Network, NetworkArgs, creates_network, existing_network_refs
 from components.nodepools import NodePools, NodePoolsArgs
+from components.prepull import ImagePrepull
+from components.registry import ImageRegistry
 from components.sandbox import SandboxArgs, Sandboxes
 from components.secrets import read_secrets
 from components.settings import PROJECT, SETTINGS_KEY, parse_settings
@@ -39,7 +41,8 @@ net_refs = network.refs if network else existing_network_refs(settings)
 cluster = Cluster("ack", ClusterArgs(settings, tags, net_refs, alicloud_provider))
 pools = NodePools("pools", NodePoolsArgs(settings, cluster.cluster_id, net_refs, tags, alicloud_provider,
                                          egress_ready=network.egress_ready if network else []))
-addons = Addons("addons", AddonsArgs(settings, cluster.cluster_id, alicloud_provider, cluster.k8s_provider, pools.ready))
+addons = Addons("addons", AddonsArgs(settings, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
+                                     pools.system_ready))
 identity = Identity("identity", IdentityArgs(settings, settings.storage.bucket_name, cluster.oidc.provider_arn,
                                              cluster.oidc.issuer_url, tags, alicloud_provider, cluster.k8s_provider))
 storage = Storage("storage", StorageArgs(settings, tags, alicloud_provider, cluster.k8s_provider, identity.csi_role_name,
@@ -49,9 +52,9 @@ ingress = Ingress("ingress", IngressArgs(settings, net_refs, tags, alicloud_prov
                                          secrets.tls_certificate, secrets.tls_private_key,
                                          addons.alb_ready)) if settings.sandbox.domain else None
 sandbox_addons = SandboxAddons("sandbox-addons", SandboxAddonsArgs(
-    settings, cluster.cluster_id, alicloud_provider, cluster.k8s_provider, secrets.sandbox_api_key, pools.ready,
+    settings, cluster.cluster_id, alicloud_provider, cluster.k8s_provider, secrets.sandbox_api_key, pools.system_ready,
     ingress.ready if ingress else [])) if uses_sandbox_addons(settings) else None
-cluster_refs = ClusterRefs(cluster.cluster_id, cluster.k8s_provider, ready=pools.ready, addons=AddonRefs(
+cluster_refs = ClusterRefs(cluster.cluster_id, cluster.k8s_provider, ready=pools.system_ready, addons=AddonRefs(
     csi=addons.csi_ready, kuberay=addons.kuberay_ready, pod_identity=addons.pod_identity_ready,
     alb=[*addons.alb_ready, *(ingress.ready if ingress else [])],
     sandbox=sandbox_addons.sandbox_ready if sandbox_addons else []))
@@ -65,10 +68,16 @@ data = DataJobs("data", DataArgs(settings, cluster_refs, storage_refs, workload_
                                  secrets.modelscope_token))
 tracking = Tracking("tracking", TrackingArgs(settings, cluster_refs, storage_refs, workload_identity)) \
     if settings.tracking.enabled else None
-# ---- the training job: OSS volumes, verl configs, the KubeRay RayJob (after the data, MLflow and MCP exist)
+# ---- the training image: ACR repository + credential helper (built images), pre-pull onto GPU nodes
+registry = ImageRegistry("image", settings, cluster_refs, alicloud_provider)
+prepull = ImagePrepull("prepull", settings, registry.image, pools.gpu_scheduling, workload_identity.namespace,
+                       cluster_refs, depends_on=[*workload_identity.resources, *registry.ready]) \
+    if settings.image.prepull else None
+# ---- the training job: OSS volumes, verl configs, the KubeRay RayJob (after GPU nodes, data, MLflow and MCP exist)
 training = TrainingJob("train", TrainingJobArgs(settings, cluster_refs, pools.gpu_scheduling, storage_refs,
                                                 workload_identity, secrets.sandbox_api_key,
-                                                wait_for=[c for c in (data, tracking, sandboxes) if c]))
+                                                wait_for=[*pools.gpu_ready, *registry.ready,
+                                                          *[c for c in (data, tracking, sandboxes) if c]]))
 
 pulumi.export("settings_key", SETTINGS_KEY)
 pulumi.export("layout", layout.as_dict())
@@ -81,6 +90,7 @@ pulumi.export("bucket_name", storage.refs.bucket_name)
 pulumi.export("oss_endpoint", storage.refs.endpoint)
 pulumi.export("oss_public_endpoint", oss_endpoint(settings.region, internal=False))
 pulumi.export("gpu_pool_id", pools.gpu.node_pool_id)
+pulumi.export("training_image", registry.image)
 if ingress:
     pulumi.export("alb_dns_name", ingress.dns_name)
     pulumi.export("sandbox_api_url", sandbox_api_url(settings))

@@ -129,6 +129,8 @@ class Addons(pulumi.ComponentResource):
                 version=a.version,
                 config=json.dumps(spec.config, sort_keys=True) if spec.config else None,
                 opts=pulumi.ResourceOptions(
+                    # Add-on pods need nodes to run on (the system pool); ACK reports an install failed when
+                    # they stay Pending. Destroy then removes the add-ons before the nodes.
                     parent=self, provider=args.provider, depends_on=args.nodes_ready,
                     retain_on_delete=True if retain_addon(s, spec.role) else None),
             )
@@ -145,6 +147,7 @@ class Addons(pulumi.ComponentResource):
                 namespace=KUBERAY_NAMESPACE,
                 create_namespace=True,
                 values=kuberay_helm_values(s),
+                # The operator Deployment needs a node (the system pool) or the release times out.
                 opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=args.nodes_ready),
             )
 
@@ -182,6 +185,7 @@ class SandboxAddons(pulumi.ComponentResource):
         retain = s.cluster.mode == "existing"
         self.controller = alicloud.cs.KubernetesAddon(
             f"{name}-controller", cluster_id=args.cluster_id, name=ctrl.name, version=ctrl.version,
+            # Its controller and webhook pods need the system pool's nodes.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready,
                                         retain_on_delete=True if retain else None))
         self.manager = alicloud.cs.KubernetesAddon(

@@ -74,6 +74,7 @@ class NodePools(pulumi.ComponentResource):
         s = args.settings
         sp = s.system_pool
         gp = s.gpu_pool
+        # New nodes pull images and bootstrap over the internet: the NAT's SNAT entries must exist first.
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.egress_ready)
 
         self.system = alicloud.cs.NodePool(
@@ -135,7 +136,11 @@ class NodePools(pulumi.ComponentResource):
         self.gpu_scheduling = gpu_scheduling(s)
         self.system_scheduling = system_scheduling(s)
         self.scheduling = {"gpu": self.gpu_scheduling, "system": self.system_scheduling}
-        # Pods need a node to run on: Kubernetes objects with pods wait for both pools.
-        self.ready: list[pulumi.Resource] = [self.system, self.gpu]
+        # Pods need a node to run on. Everything but training runs on the system pool, so it waits for that
+        # pool only; only the training job waits for the GPU pool. A false edge to the GPU pool would put
+        # add-ons, data staging and sandboxes behind the slowest resource and leave GPUs idle meanwhile
+        # (tests/test_graph.py guards this).
+        self.system_ready: list[pulumi.Resource] = [self.system]
+        self.gpu_ready: list[pulumi.Resource] = [self.gpu]
         self.register_outputs({"system_pool_id": self.system.node_pool_id, "gpu_pool_id": self.gpu.node_pool_id})
 

@@ -85,9 +85,9 @@ def runtime_env(s: Settings) -> dict:
       image, so it sees the image's value) or else by Ray itself (os.path.expandvars on each worker).
     - `pip` (official image only): the pinned installs. They install WITH their dependencies: Ray's `pip` field
       cannot scope `--no-deps` to one package, and mlflow/fastmcp need dependencies the image lacks. For verl that
-      means pip also brings the image up to verl's declared ranges (e.g. transformers >= 5.5.3 on a vllm024 image
-      that has 5.3.0). The built image (`image.source: built`) is the reproducible path: verl --no-deps with exact
-      pins, checked at build time.
+      means pip also brings the image up to verl's declared ranges; transformers is pinned beside verl
+      (`versions.transformers`) so that step lands on verl's CI release. The built image (`image.source: built`)
+      is the reproducible path: verl --no-deps with exact pins, checked at build time.
     """
     env: dict = {"env_vars": {"PYTHONPATH": f"{CONFIG_DIR}:${{PYTHONPATH}}"}}
     packages = runtime_pip_packages(s)

@@ -57,7 +57,10 @@ def runtime_pip_packages(s: Settings) -> list[str]:
     """What the job installs at start: the pins the built image bakes in, or nothing when it is built."""
     if s.image.source == "built":
         return []
-    return [f"verl=={s.versions.verl}", f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}"]
+    # transformers is pinned too: left to the resolver, verl's range would pull the newest 5.x, not the release
+    # verl's CI (and the built image) runs with.
+    v = s.versions
+    return [f"verl=={v.verl}", f"transformers=={v.transformers}", f"mlflow=={v.mlflow}", f"fastmcp=={v.fastmcp}"]
 
 
 class ImageRegistry(pulumi.ComponentResource):

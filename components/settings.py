@@ -355,11 +355,13 @@ class SandboxSettings(Strict):
         1, ge=1, le=10, description="Sandbox manager replicas (manager=open-source only; peers sync MCP sessions).")
     manager_cpu: str = Field("1", description="CPU request and limit of the open-source sandbox manager.")
     manager_memory: str = Field("2Gi", description="Memory request and limit of the open-source sandbox manager.")
-    pool_cap: int = Field(64, description="Upper bound on the warm sandbox pool (SandboxSet replicas).")
+    pool_cap: int = Field(
+        24, description="Upper bound on the warm sandbox pool (SandboxSet replicas); size it to what the system pool "
+        "can hold (the plan warns when it cannot).")
     pool_min: int = Field(3, ge=0, description="Lower bound on the warm sandbox pool.")
     allow_internet: bool = Field(False, description="Let sandboxes reach the public internet (DNS is always allowed).")
-    cpu: str = Field("1", description="CPU request and limit of one sandbox.")
-    memory: str = Field("2Gi", description="Memory request and limit of one sandbox.")
+    cpu: str = Field("500m", description="CPU request and limit of one sandbox (a Jupyter kernel running short snippets).")
+    memory: str = Field("1Gi", description="Memory request and limit of one sandbox.")
 
     @field_validator("pool_cap")
     @classmethod
@@ -695,6 +697,9 @@ class VersionSettings(Strict):
     ray: str = Field(
         "2.52.1", description="Ray version inside verl_image, for RayCluster rayVersion. Verify: "
         "`docker run --rm <image> ray --version`.")
+    transformers: str = Field(
+        "5.5.3", description="transformers pin installed beside verl (verl 0.9.1 needs >=5.5.3,<5.11, the vllm024 image "
+        "ships 5.3.0; 5.5.3 is verl's own CI pin). Keep it equal to image/requirements-nodeps.txt.")
     mlflow: str = Field(
         "3.17.2", description="mlflow pip pin for the job (tracking client; verl does not depend on it). 3.18.0 needs "
         "mlflow-skinny 3.18.0, which the package index did not serve when this was pinned; keep it equal to "
@@ -1027,7 +1032,8 @@ class Settings(Strict):
     job: JobSettings = Field(default_factory=JobSettings, description="RayJob lifecycle.")
     versions: VersionSettings = Field(default_factory=VersionSettings, description="Pinned versions of images, charts, add-ons.")
     tracking: TrackingSettings = Field(default_factory=TrackingSettings, description="MLflow tracking server.")
-    image: ImageSettings = Field(default_factory=ImageSettings, description="Training image: official + pip, or built and pushed to ACR.")
+    image: ImageSettings = Field(
+        default_factory=ImageSettings, description="Training image: official + pip, or built and pushed to ACR.")
     latency: LatencySettings = Field(
         default_factory=LatencySettings, description="Durations of the time-to-first-step model (components/latency.py).")
     cost: CostSettings = Field(

@@ -96,7 +96,8 @@ class Storage(pulumi.ComponentResource):
                 opts=keep,
             )
             bucket_name = self.bucket.bucket
-            guard = pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[self.bucket]))
+            # `bucket=self.bucket.bucket` (an Output) already orders these after the bucket; no depends_on needed.
+            guard = keep
             self.acl = alicloud.oss.BucketAcl(f"{name}-acl", bucket=self.bucket.bucket, acl="private", opts=guard)
             self.public_access_block = alicloud.oss.BucketPublicAccessBlock(
                 f"{name}-public-access-block", bucket=self.bucket.bucket, block_public_access=True, opts=guard)

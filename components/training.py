@@ -116,8 +116,8 @@ class TrainingJob(pulumi.ComponentResource):
             spec=manifest["spec"],
             opts=child(
                 # Pods mount the claims, ConfigMap and Secret by name; they start only once those exist. KubeRay's
-                # CRD and operator, the service account (identity), the GPU node pool (cluster.ready) and
-                # wait_for (the staged data and model, MLflow, the MCP Service) must be there too.
+                # CRD and operator, the service account (identity), the system pool (cluster.ready) and wait_for
+                # (the GPU node pool, the staged data and model, MLflow, the MCP Service) must be there too.
                 *job_deps, *args.cluster.addons.kuberay, *args.identity.resources, *args.cluster.ready,
                 *args.wait_for,
                 # A RayJob runs once: KubeRay does not resubmit a job whose spec changes. Replace it instead, and

@@ -79,14 +79,15 @@ def test_a_free_text_gpu_model_becomes_a_label_only_when_it_is_a_valid_label_val
 
 
 # ------------------------------------------------------------------------------------------------ add-ons
-def test_addons_use_the_names_from_settings_and_wait_for_the_node_pools():
+def test_addons_use_the_names_from_settings_and_wait_for_the_system_pool_but_not_the_gpu_pool():
     rec = record("dev")
     s = settings_of("dev")
-    pools = rec.by_type(POOL)
+    system, gpu = rec.get(POOL, "pools-system"), rec.get(POOL, "pools-gpu")
     for spec in base_addons(s):
         reg = rec.get(ADDON, f"addons-{spec.role.replace('_', '-')}")
         assert reg.inputs["name"] == s.versions.addons[spec.role].name
-        assert all(depends_on(reg, p) for p in pools), reg.name
+        # Their pods run on the system pool; waiting for GPU nodes would delay data staging for nothing.
+        assert depends_on(reg, system) and not depends_on(reg, gpu), reg.name
     assert rec.get(ADDON, "addons-pod-identity").inputs["name"] == "ack-pod-identity-webhook"
 
 

@@ -14,8 +14,8 @@ def settings(overrides=None, stack="dev") -> Settings:
 def test_official_image_installs_the_pinned_verl_mlflow_and_fastmcp_at_start():
     s = settings()
     assert training_image(s) == s.versions.verl_image
-    assert runtime_pip_packages(s) == [f"verl=={s.versions.verl}", f"mlflow=={s.versions.mlflow}",
-                                       f"fastmcp=={s.versions.fastmcp}"]
+    assert runtime_pip_packages(s) == [f"verl=={s.versions.verl}", f"transformers=={s.versions.transformers}",
+                                       f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}"]
 
 
 def test_built_image_comes_from_the_acr_vpc_endpoint_tagged_by_content_hash_with_no_runtime_install():
@@ -50,3 +50,39 @@ def test_prepull_runs_only_on_gpu_nodes_pulls_the_training_image_and_then_idles(
     assert spec["containers"][0]["image"] == s.image.pause_image
     assert spec["automountServiceAccountToken"] is False
     assert ds["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_official_image_stacks_declare_no_registry():
+    from tests.conftest import record
+
+    rec = record("dev")
+    assert [r for r in rec.resources if r.type.startswith("alicloud:cr/")] == []
+    assert rec.outputs["training_image"] == settings().versions.verl_image
+
+
+def test_a_built_image_gets_a_private_acr_repository_and_the_credential_helper():
+    from tests.conftest import record
+
+    rec = record("dev", {"image": {"source": "built", "tag": "abc123"}})
+    ns = rec.get("alicloud:cr/namespace:Namespace", "image-namespace")
+    repo = rec.get("alicloud:cr/repo:Repo", "image-repo")
+    assert ns.inputs["defaultVisibility"] == "PRIVATE" and ns.inputs["autoCreate"] is False
+    assert repo.inputs["repoType"] == "PRIVATE" and repo.inputs["name"] == "verl"
+    helper = rec.get("alicloud:cs/kubernetesAddon:KubernetesAddon", "image-acr-credential-helper")
+    assert helper.inputs["name"] == "managed-aliyun-acr-credential-helper"
+    (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
+    assert helper.urn in job.dependencies  # nodes can pull the private image before the job starts
+    assert rec.outputs["training_image"].endswith("/verl-ack/verl:abc123")
+
+
+def test_the_prepull_daemonset_pulls_the_image_the_rayjob_runs():
+    from tests.conftest import record
+
+    rec = record("dev", {"image": {"source": "built", "tag": "abc123"}})
+    ds = rec.get("kubernetes:apps/v1:DaemonSet", "prepull-daemonset")
+    (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
+    head = job.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == head["image"]
+    assert head["imagePullPolicy"] == "IfNotPresent"
+    off = record("dev", {"image": {"prepull": False}})
+    assert off.by_type("kubernetes:apps/v1:DaemonSet") == []

@@ -125,11 +125,11 @@ def test_plan_reports_the_computed_pool_size_and_the_cap():
     s = load_stack("dev")
     (section,) = [x for x in plan_sections(s, record("dev")) if x.key == "sandbox"]
     assert section.data["demand"] == 16 * 16 * 1
-    assert (section.data["pool_cap"], section.data["replicas"], section.data["capped"]) == (64, 64, True)
-    assert "= 256" in section.markdown and "**64**" in section.markdown
+    assert (section.data["pool_cap"], section.data["replicas"], section.data["capped"]) == (24, 24, True)
+    assert "= 256" in section.markdown and "**24**" in section.markdown
 
 
 def test_preview_warns_when_the_warm_pool_cannot_fit_on_the_system_pool():
-    assert any("sandbox.pool_cap" in msg for level, msg in record("dev").logs if level == "warning")
-    fits = record("dev", {"sandbox": {"pool_cap": 8}})
-    assert not any("sandbox.pool_cap" in msg for _, msg in fits.logs)
+    too_big = record("dev", {"sandbox": {"pool_cap": 64, "cpu": "1", "memory": "2Gi"}})
+    assert any("sandbox.pool_cap" in msg for level, msg in too_big.logs if level == "warning")
+    assert not any("sandbox.pool_cap" in msg for _, msg in record("dev").logs)
