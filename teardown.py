@@ -14,7 +14,8 @@ Hugging Face export under `actor/huggingface/`) and, once a step's save has fini
    bucket under the same layout), skipping objects already kept with the same size and CRC64, and
    writes a tracker file next to it so the kept folder is itself a resumable verl checkpoint root;
 3. verifies every copy by size and CRC64 against its source;
-4. only then runs `pulumi destroy --stack NAME --yes` (with --destroy) or prints that command.
+4. only then runs `pulumi destroy --stack NAME --yes --exclude-protected --run-program` (with --destroy) or prints
+   that command (the protected bucket stays; the program runs to fetch a fresh kubeconfig).
 
 --dry-run lists what would be copied and changes nothing. A copy that fails or does not verify
 makes the tool exit 1 without destroying anything; it never deletes objects.

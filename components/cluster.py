@@ -139,7 +139,9 @@ class Cluster(pulumi.ComponentResource):
             # instead of replaced (a replacement would replace every Kubernetes object).
             cluster_identifier=self.cluster_id,
             enable_server_side_apply=True,
-            delete_unreachable=c.k8s_delete_unreachable,
+            # Only an explicit true is passed: an explicit false would override PULUMI_K8S_DELETE_UNREACHABLE,
+            # the environment switch for destroying after the cluster is already gone.
+            delete_unreachable=True if c.k8s_delete_unreachable else None,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.refs = ClusterRefs(cluster_id=self.cluster_id, k8s_provider=self.k8s_provider, ready=[])

@@ -11,6 +11,7 @@ imagePullSecrets are needed.
 from __future__ import annotations
 
 import importlib.util
+import json
 from functools import cache
 from pathlib import Path
 
@@ -88,7 +89,11 @@ class ImageRegistry(pulumi.ComponentResource):
                 # Tags are content hashes: the same tag must always mean the same bytes.
                 tag_immutability=True, opts=child)
         if img.source == "built" and img.credential_helper:
+            cfg = img.credential_helper_config
             self.ready.append(alicloud.cs.KubernetesAddon(
                 f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=CREDENTIAL_HELPER_ADDON,
-                opts=pulumi.ResourceOptions(parent=self, provider=provider)))
+                config=json.dumps(cfg, sort_keys=True) if cfg else None,
+                # In a cluster this stack does not own, the add-on may serve other workloads: keep it on destroy.
+                opts=pulumi.ResourceOptions(parent=self, provider=provider,
+                                            retain_on_delete=True if settings.cluster.mode == "existing" else None)))
         self.register_outputs({"image": self.image})

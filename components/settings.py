@@ -13,7 +13,7 @@ import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -826,6 +826,12 @@ class ImageSettings(Strict):
     credential_helper: bool = Field(
         True, description="Install managed-aliyun-acr-credential-helper so nodes pull private ACR images without "
         "imagePullSecrets (built images only).")
+    credential_helper_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Config JSON of the credential helper add-on (empty = its defaults). UNVERIFIED shape: the helper "
+        "serves only the namespaces/service accounts and ACR instances its config names, so set them (job namespace, "
+        "service accounts verl-train and default) after reading `cs.get_kubernetes_addon_metadata(cluster_id, "
+        "'managed-aliyun-acr-credential-helper', version).config_schema`.")
     prepull: bool = Field(
         True, description="Pull the training image onto each GPU node as soon as it joins (a DaemonSet), "
         "overlapping model and data staging.")

@@ -168,9 +168,11 @@ def port_forward_commands(s: Settings) -> dict[str, str]:
     job across retries, unlike the generated RayCluster name."""
     ns = shlex.quote(s.job.namespace)
     out = {"ray_dashboard_port_forward":
-           f"kubectl -n {ns} port-forward svc/{s.job.name}-head-svc {RAY_DASHBOARD_PORT}:{RAY_DASHBOARD_PORT}"}
+           f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{s.job.name}-head-svc "
+           f"{RAY_DASHBOARD_PORT}:{RAY_DASHBOARD_PORT}"}
     if s.tracking.enabled:
-        out["mlflow_port_forward"] = f"kubectl -n {ns} port-forward svc/{MLFLOW_SERVICE} {MLFLOW_PORT}:{MLFLOW_PORT}"
+        out["mlflow_port_forward"] = (f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{MLFLOW_SERVICE} "
+                                      f"{MLFLOW_PORT}:{MLFLOW_PORT}")
     return out
 
 

@@ -31,12 +31,20 @@ _RESOURCE_SIG = rpc._special_resource_sig
 _OUTPUT_SIG = rpc._special_output_value_sig
 
 
+def _hide(value: Any) -> Any:
+    """A secret value with its shape kept: map keys (e.g. a Secret's `stringData` file names) stay readable,
+    every leaf becomes `[secret]`, so a rendered Secret is still a valid object and reviewers see its keys."""
+    if isinstance(value, dict) and value.get(_SIG) is None:
+        return {k: _hide(v) for k, v in value.items()}
+    return SECRET
+
+
 def _redact(value: Any) -> Any:
     """Plain JSON from a deserialised protobuf value, with secrets and unknowns made visible placeholders."""
     if isinstance(value, dict):
         sig = value.get(_SIG)
         if sig == _SECRET_SIG:
-            return SECRET
+            return _hide(value.get("value"))
         if sig == _RESOURCE_SIG:
             return value.get("urn")
         if sig == _OUTPUT_SIG:

@@ -138,7 +138,8 @@ def test_the_kubernetes_provider_is_keyed_on_the_cluster_id_with_a_secret_short_
     prov = rec.get("pulumi:providers:kubernetes", "ack-k8s")
     assert prov.inputs["kubeconfig"] == "[secret]"
     assert prov.inputs["clusterIdentifier"] == resource_id(CLUSTER, cluster.name, {}) == rec.outputs["cluster_id"]
-    assert prov.inputs["enableServerSideApply"] == "true" and prov.inputs["deleteUnreachable"] == "false"
+    # deleteUnreachable absent: the PULUMI_K8S_DELETE_UNREACHABLE switch stays usable.
+    assert prov.inputs["enableServerSideApply"] == "true" and "deleteUnreachable" not in prov.inputs
     cred = [i for i in rec.invokes if i["token"] == "alicloud:cs/getClusterCredential:getClusterCredential"]
     assert cred and cred[0]["args"]["clusterId"] == prov.inputs["clusterIdentifier"]
     assert cred[0]["args"]["temporaryDurationMinutes"] == 4320

@@ -91,7 +91,8 @@ def test_the_access_key_fallback_is_a_secret_in_the_job_namespace():
     rec = record("dev", ACCESS_KEY)
     sec = rec.get("kubernetes:core/v1:Secret", "storage-access-key")
     assert sec.inputs["metadata"] == {"name": "oss-access-key", "namespace": "verl"}
-    assert sec.inputs["stringData"] == "[secret]", "the keys reach the cluster only inside a Secret"
+    assert sec.inputs["stringData"] == {"akId": "[secret]", "akSecret": "[secret]"}, \
+        "the keys reach the cluster only inside a Secret, every value secret"
     assert depends_on(sec, rec.get("kubernetes:core/v1:Namespace", "identity-namespace"))
 
 

@@ -86,3 +86,15 @@ def test_the_prepull_daemonset_pulls_the_image_the_rayjob_runs():
     assert head["imagePullPolicy"] == "IfNotPresent"
     off = record("dev", {"image": {"prepull": False}})
     assert off.by_type("kubernetes:apps/v1:DaemonSet") == []
+
+
+def test_the_credential_helper_takes_its_config_from_settings_and_stays_in_a_cluster_we_do_not_own():
+    import json
+
+    from tests.conftest import record
+
+    cfg = {"watchNamespace": "verl"}
+    rec = record("existing-ecs", {"image": {"source": "built", "tag": "t1", "credential_helper_config": cfg}})
+    helper = rec.get("alicloud:cs/kubernetesAddon:KubernetesAddon", "image-acr-credential-helper")
+    assert json.loads(helper.inputs["config"]) == cfg
+    assert helper.options["retain_on_delete"] is True

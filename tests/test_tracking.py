@@ -92,8 +92,9 @@ def test_service_is_cluster_internal_on_port_5000():
 def test_port_forward_commands_use_the_rayjob_head_service_and_the_mlflow_service():
     s = settings("multinode")
     cmds = tr.port_forward_commands(s)
-    assert cmds["ray_dashboard_port_forward"] == "kubectl -n verl port-forward svc/verl-grpo-7b-2x8-head-svc 8265:8265"
-    assert cmds["mlflow_port_forward"] == "kubectl -n verl port-forward svc/mlflow 5000:5000"
+    assert cmds["ray_dashboard_port_forward"] == (
+        "kubectl --kubeconfig kubeconfig -n verl port-forward svc/verl-grpo-7b-2x8-head-svc 8265:8265")
+    assert cmds["mlflow_port_forward"] == "kubectl --kubeconfig kubeconfig -n verl port-forward svc/mlflow 5000:5000"
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -135,8 +136,9 @@ def test_mlflow_is_not_exposed_through_any_ingress():
 def test_tracking_outputs_are_exported():
     out = record("dev").outputs
     assert out["tracking_uri"] == "http://mlflow.verl.svc.cluster.local:5000"
-    assert out["mlflow_port_forward"] == "kubectl -n verl port-forward svc/mlflow 5000:5000"
-    assert out["ray_dashboard_port_forward"] == "kubectl -n verl port-forward svc/verl-grpo-head-svc 8265:8265"
+    assert out["mlflow_port_forward"] == "kubectl --kubeconfig kubeconfig -n verl port-forward svc/mlflow 5000:5000"
+    assert out["ray_dashboard_port_forward"] == (
+        "kubectl --kubeconfig kubeconfig -n verl port-forward svc/verl-grpo-head-svc 8265:8265")
 
 
 def test_disabled_tracking_creates_no_server_and_exports_no_uri():
