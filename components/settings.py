@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from components.presets import PRESETS
 
@@ -74,6 +74,11 @@ def _quantity(v: str, pattern: re.Pattern, what: str) -> str:
     if not pattern.fullmatch(v) or re.fullmatch(r"0+(\.0+)?m?|0+(Ki|Mi|Gi|Ti)", v):
         raise ValueError(f"{v!r} is not {what} (and not zero)")
     return v
+
+
+# Kubernetes resource quantities as settings types: one rule, every CPU/memory field.
+CpuQuantity = Annotated[str, AfterValidator(lambda v: _quantity(v, CPU_QUANTITY, "a CPU quantity like 1, 500m or 2.5"))]
+MemoryQuantity = Annotated[str, AfterValidator(lambda v: _quantity(v, MEMORY_QUANTITY, "a memory quantity like 2Gi or 512Mi"))]
 
 
 # --------------------------------------------------------------------------------------------- network
@@ -353,15 +358,15 @@ class SandboxSettings(Strict):
         "`kubectl -n <namespace> get pods --show-labels`.")
     manager_replicas: int = Field(
         1, ge=1, le=10, description="Sandbox manager replicas (manager=open-source only; peers sync MCP sessions).")
-    manager_cpu: str = Field("1", description="CPU request and limit of the open-source sandbox manager.")
-    manager_memory: str = Field("2Gi", description="Memory request and limit of the open-source sandbox manager.")
+    manager_cpu: CpuQuantity = Field("1", description="CPU request and limit of the open-source sandbox manager.")
+    manager_memory: MemoryQuantity = Field("2Gi", description="Memory request and limit of the open-source sandbox manager.")
     pool_cap: int = Field(
         24, description="Upper bound on the warm sandbox pool (SandboxSet replicas); size it to what the system pool "
         "can hold (the plan warns when it cannot).")
     pool_min: int = Field(3, ge=0, description="Lower bound on the warm sandbox pool.")
     allow_internet: bool = Field(False, description="Let sandboxes reach the public internet (DNS is always allowed).")
-    cpu: str = Field("500m", description="CPU request and limit of one sandbox (a Jupyter kernel running short snippets).")
-    memory: str = Field("1Gi", description="Memory request and limit of one sandbox.")
+    cpu: CpuQuantity = Field("500m", description="CPU request and limit of one sandbox (a Jupyter kernel running short snippets).")
+    memory: MemoryQuantity = Field("1Gi", description="Memory request and limit of one sandbox.")
 
     @field_validator("pool_cap")
     @classmethod
@@ -404,16 +409,6 @@ class SandboxSettings(Strict):
                                      "most 63 letters, digits, '-', '_' or '.')")
         return v
 
-    @field_validator("cpu", "manager_cpu")
-    @classmethod
-    def _cpu(cls, v: str) -> str:
-        return _quantity(v, CPU_QUANTITY, "a CPU quantity like 1, 500m or 2.5")
-
-    @field_validator("memory", "manager_memory")
-    @classmethod
-    def _memory(cls, v: str) -> str:
-        return _quantity(v, MEMORY_QUANTITY, "a memory quantity like 2Gi or 512Mi")
-
     @model_validator(mode="after")
     def _pool(self) -> SandboxSettings:
         if self.pool_min > self.pool_cap:
@@ -438,8 +433,8 @@ class DatasetSettings(Strict):
     use_subsets: bool = Field(True, description="Train on the small subsets (smoke runs) instead of the full splits.")
     full_train_rows: int = Field(7473, description="Rows in the full GSM8K train split (openai/gsm8k main).")
     full_test_rows: int = Field(1319, description="Rows in the full GSM8K test split.")
-    job_cpu: str = Field("2", description="CPU request and limit of the dataset and model staging Jobs.")
-    job_memory: str = Field("8Gi", description="Memory request and limit of the dataset and model staging Jobs.")
+    job_cpu: CpuQuantity = Field("2", description="CPU request and limit of the dataset and model staging Jobs.")
+    job_memory: MemoryQuantity = Field("8Gi", description="Memory request and limit of the dataset and model staging Jobs.")
     backoff_limit: int = Field(2, ge=0, le=10, description="Pod retries of the dataset and model staging Jobs.")
     active_deadline_seconds: int = Field(
         7200, ge=60, description="Hard limit on one data Job's run time (a large model download included); "
@@ -461,16 +456,6 @@ class DatasetSettings(Strict):
             raise ValueError(f"dataset {v!r} is not supported: the dataset Job only preprocesses "
                              f"{', '.join(SUPPORTED_DATASETS)} into verl's tool-agent format")
         return v
-
-    @field_validator("job_cpu")
-    @classmethod
-    def _cpu(cls, v: str) -> str:
-        return _quantity(v, CPU_QUANTITY, "a CPU quantity like 2 or 500m")
-
-    @field_validator("job_memory")
-    @classmethod
-    def _memory(cls, v: str) -> str:
-        return _quantity(v, MEMORY_QUANTITY, "a memory quantity like 8Gi")
 
     @field_validator("staging_storage_class")
     @classmethod
@@ -865,18 +850,8 @@ class TrackingSettings(Strict):
         "the disk in the zone the pod lands in (WaitForFirstConsumer); ACK's alicloud-disk-essd binds Immediately, in "
         "the provisioner's zone, which a multi-zone system pool may not reach. Check `kubectl get storageclass`.")
     disk_gib: int = Field(20, ge=20, description="Backend-store disk size (ESSD minimum is 20 GiB).")
-    cpu: str = Field("1", description="CPU request and limit of the MLflow server.")
-    memory: str = Field("2Gi", description="Memory request and limit of the MLflow server.")
-
-    @field_validator("cpu")
-    @classmethod
-    def _cpu(cls, v: str) -> str:
-        return _quantity(v, CPU_QUANTITY, "a CPU quantity like 1 or 500m")
-
-    @field_validator("memory")
-    @classmethod
-    def _memory(cls, v: str) -> str:
-        return _quantity(v, MEMORY_QUANTITY, "a memory quantity like 2Gi")
+    cpu: CpuQuantity = Field("1", description="CPU request and limit of the MLflow server.")
+    memory: MemoryQuantity = Field("2Gi", description="Memory request and limit of the MLflow server.")
 
     @field_validator("storage_class")
     @classmethod

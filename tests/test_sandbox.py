@@ -7,12 +7,9 @@ checks it).
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import os
-from functools import cache
 
-import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -20,10 +17,11 @@ import yaml
 from components import sandbox as sb
 from components.settings import SettingsError, parse_settings
 from tests.conftest import REPO, STACKS, stack_settings
+from tests.crd import SANDBOXSET_CRD
+from tests.crd import crd_errors as shared_crd_errors
 
 SCHEMAS = REPO.parent / "shared" / "schemas"
 SNAPSHOTS = REPO / "tests" / "snapshots"
-SANDBOXSET_CRD = SCHEMAS / "agents.kruise.io_sandboxsets.v0.3.0.yaml"
 
 
 def settings(stack: str = "dev", overrides: dict | None = None):
@@ -45,34 +43,8 @@ def as_pod_template(template: dict) -> dict:
     return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"}, "template": template}
 
 
-def _k8s_to_jsonschema(node):
-    # Same translation as ../shared/tools/crdcheck.py: int-or-string, and no unknown fields where the CRD
-    # lists properties (unless it preserves unknown fields, as spec.template does).
-    if isinstance(node, dict):
-        if node.get("x-kubernetes-int-or-string"):
-            node.pop("anyOf", None)
-            node["type"] = ["integer", "string"]
-        preserves_unknown = node.get("x-kubernetes-preserve-unknown-fields")
-        if node.get("type") == "object" and "properties" in node and not preserves_unknown:
-            node.setdefault("additionalProperties", False)
-        for key, child in list(node.items()):
-            if key == "properties":
-                for sub in child.values():
-                    _k8s_to_jsonschema(sub)
-            elif key in ("items", "additionalProperties") and isinstance(child, dict):
-                _k8s_to_jsonschema(child)
-    return node
-
-
-@cache
-def _crd_validator(path: str, version: str) -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(open(path))
-    schema = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
-    return jsonschema.Draft7Validator(_k8s_to_jsonschema(copy.deepcopy(schema)))
-
-
 def crd_errors(obj: dict, crd=SANDBOXSET_CRD, version: str = "v1alpha1") -> list[str]:
-    return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in _crd_validator(str(crd), version).iter_errors(obj)]
+    return shared_crd_errors(obj, crd, version)
 
 
 def assert_snapshot(name: str, objs: list[dict]) -> None:

@@ -3,14 +3,12 @@ and snapshots of the dev stack's command line and manifest (UPDATE_SNAPSHOTS=1 r
 
 from __future__ import annotations
 
-import copy
+import importlib.util
 import os
 import re
 import shlex
-from functools import lru_cache
 from pathlib import Path
 
-import jsonschema
 import pytest
 import yaml
 
@@ -26,11 +24,13 @@ from components.rayjob import (
 from components.settings import Settings, SettingsError, parse_settings
 from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling
 from tests.conftest import stack_settings
+from tests.crd import RAYJOB_CRD
+from tests.crd import crd_errors as shared_crd_errors
 
 REPO = Path(__file__).resolve().parent.parent
-CRD = REPO.parent / "shared" / "schemas" / "ray.io_rayjobs.v1.7.0.yaml"
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
-SITE = REPO / ".venv" / "lib" / "python3.11" / "site-packages"
+# site-packages of the interpreter running the tests (any virtualenv): verl is installed there --no-deps.
+SITE = Path(importlib.util.find_spec("verl").origin).resolve().parent.parent
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -49,34 +49,8 @@ def checkpoint_claim(s: Settings) -> str:
     return f"{s.name}-checkpoints"
 
 
-def _crd_schema_fix(node):
-    """CRD openAPIV3Schema -> plain JSON Schema, as ../shared/tools/crdcheck.py does: int-or-string becomes
-    ["integer", "string"], and objects with properties reject unknown fields unless they preserve them."""
-    if isinstance(node, dict):
-        if node.get("x-kubernetes-int-or-string"):
-            node.pop("anyOf", None)
-            node["type"] = ["integer", "string"]
-        preserve = node.get("x-kubernetes-preserve-unknown-fields")
-        if node.get("type") == "object" and "properties" in node and not preserve:
-            node.setdefault("additionalProperties", False)
-        for key, child in list(node.items()):
-            if key == "properties":
-                for sub in child.values():
-                    _crd_schema_fix(sub)
-            elif key in ("items", "additionalProperties") and isinstance(child, dict):
-                _crd_schema_fix(child)
-    return node
-
-
-@lru_cache(maxsize=1)
-def rayjob_validator() -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(CRD.read_text())
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    return jsonschema.Draft7Validator(_crd_schema_fix(copy.deepcopy(version["schema"]["openAPIV3Schema"])))
-
-
 def crd_errors(manifest: dict) -> list[str]:
-    return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in rayjob_validator().iter_errors(manifest)]
+    return shared_crd_errors(manifest, RAYJOB_CRD, "v1")
 
 
 def pod_templates(manifest: dict) -> list[dict]:
