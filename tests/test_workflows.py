@@ -405,6 +405,15 @@ def test_the_cost_comment_quotes_only_the_plans_cost_section_under_a_per_stack_m
     assert "GPU layout" not in body and "## Resources" not in body
 
 
+def test_the_cost_comment_names_the_training_image_from_the_plan(tmp_path, capsys):
+    import json
+
+    (tmp_path / "plan.md").write_text(PLAN)
+    (tmp_path / "plan.json").write_text(json.dumps({"outputs": {"training_image": "reg/ns/verl:abc123"}}))
+    assert ci_stacks.main(["cost", "--stack", "dev", "--plan", str(tmp_path / "plan.md")]) == 0
+    assert "Training image: `reg/ns/verl:abc123`" in capsys.readouterr().out
+
+
 def test_a_plan_without_a_cost_section_gets_no_comment(tmp_path, capsys):
     assert ci_stacks.cost_comment("dev", "# plan\n\n## Resources\n") is None
     (tmp_path / "plan.md").write_text("# plan\n")

@@ -115,14 +115,23 @@ def cost_section(plan_markdown: str) -> Optional[str]:
     return None
 
 
-def cost_comment(stack: str, plan_markdown: str) -> Optional[str]:
+def cost_comment(stack: str, plan_markdown: str, image: Optional[str] = None) -> Optional[str]:
     section = cost_section(plan_markdown)
     if section is None:
         return None
     section = re.sub(r"^##\s+", "### ", section, count=1)
+    # Reviewers should see which image (and so which verl build) the stack will run.
+    image_line = f"Training image: `{image}`\n\n" if image else ""
     return (f"{COMMENT_MARKER.format(stack=stack)}\n"
-            f"## Offline plan of stack `{stack}`: cost estimate\n\n{section}\n\n"
+            f"## Offline plan of stack `{stack}`: cost estimate\n\n{image_line}{section}\n\n"
             f"_From `plan.py --stack {stack}` (offline; the `plans` artifact has the full plan)._\n")
+
+
+def plan_image(plan_json: Path) -> Optional[str]:
+    """The `training_image` stack output recorded in the plan's plan.json, if any."""
+    if not plan_json.exists():
+        return None
+    return json.loads(plan_json.read_text()).get("outputs", {}).get("training_image")
 
 
 def _git_changed(base: str, head: str, merge_base: bool) -> list[str]:
@@ -178,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                 expired.append(stack)
         print(json.dumps(expired))
     elif args.command == "cost":
-        body = cost_comment(args.stack, args.plan.read_text()) if args.plan.exists() else None
+        image = plan_image(args.plan.with_name("plan.json"))
+        body = cost_comment(args.stack, args.plan.read_text(), image) if args.plan.exists() else None
         sys.stdout.write(body or "")
     return 0
 
