@@ -56,7 +56,6 @@ sandbox_addons = SandboxAddons("sandbox-addons", SandboxAddonsArgs(
     ingress.ready if ingress else [])) if uses_sandbox_addons(settings) else None
 cluster_refs = ClusterRefs(cluster.cluster_id, cluster.k8s_provider, ready=pools.system_ready, addons=AddonRefs(
     csi=addons.csi_ready, kuberay=addons.kuberay_ready, pod_identity=addons.pod_identity_ready,
-    alb=[*addons.alb_ready, *(ingress.ready if ingress else [])],
     sandbox=sandbox_addons.sandbox_ready if sandbox_addons else []))
 workload_identity = identity.workload
 storage_refs = storage.refs

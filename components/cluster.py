@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.network import NetworkRefs
 from components.settings import Settings
-from components.wiring import POOL_LABEL, ClusterRefs
+from components.wiring import POOL_LABEL
 
 # Resources ACK creates for a cluster and deletes with it only when told (delete_options, SDK
 # cs/managed_kubernetes.py): SLB defaults to delete, ALB and the SLS projects default to retain.
@@ -85,7 +85,6 @@ class Cluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     k8s_provider: k8s.Provider
     oidc: _Oidc
-    refs: ClusterRefs
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("verl-ack:cluster:Cluster", name, None, opts)
@@ -120,7 +119,10 @@ class Cluster(pulumi.ComponentResource):
                 delete_options=delete_options(),
                 tags=args.tags,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                    custom_timeouts=pulumi.CustomTimeouts(create=f"{c.create_timeout_minutes}m"))),
+                    custom_timeouts=pulumi.CustomTimeouts(create=f"{c.create_timeout_minutes}m"),
+                    # `addons` is create-only (SDK docs): a later version bump is applied by the
+                    # cs.KubernetesAddon of components/addons.py, and must not show up as a cluster update.
+                    ignore_changes=["addons"])),
             )
             self.cluster_id = self.cluster.id
             arn = self.cluster.rrsa_metadata.ram_oidc_provider_arn
@@ -144,7 +146,6 @@ class Cluster(pulumi.ComponentResource):
             delete_unreachable=True if c.k8s_delete_unreachable else None,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.refs = ClusterRefs(cluster_id=self.cluster_id, k8s_provider=self.k8s_provider, ready=[])
         self.register_outputs({"cluster_id": self.cluster_id, "kubeconfig": self.kubeconfig})
 
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from components.settings import Settings
-from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL
+from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
 
 if TYPE_CHECKING:  # the running program never imports the offline engine; the plan passes its Recording
     from offline.engine import Recording, Registration
@@ -30,7 +30,6 @@ RAYJOB_TYPE = "kubernetes:ray.io/v1:RayJob"  # pulumi_kubernetes CustomResource:
 JOB_TYPE = "kubernetes:batch/v1:Job"
 DAEMONSET_TYPE = "kubernetes:apps/v1:DaemonSet"
 NODE_POOL_TYPE = "alicloud:cs/nodePool:NodePool"
-ROLE_LABEL = "verl-ack/role"
 PREPULL_ROLE = "prepull"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 

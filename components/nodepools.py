@@ -67,7 +67,6 @@ class NodePools(pulumi.ComponentResource):
     """System pool + GPU pool (+ the cluster autoscaler's settings for an autoscaled ECS GPU pool)."""
 
     gpu_scheduling: Scheduling
-    system_scheduling: Scheduling
 
     def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("verl-ack:nodepools:NodePools", name, None, opts)
@@ -134,8 +133,6 @@ class NodePools(pulumi.ComponentResource):
                     scale_down_enabled=True, opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
 
         self.gpu_scheduling = gpu_scheduling(s)
-        self.system_scheduling = system_scheduling(s)
-        self.scheduling = {"gpu": self.gpu_scheduling, "system": self.system_scheduling}
         # Pods need a node to run on. Everything but training runs on the system pool, so it waits for that
         # pool only; only the training job waits for the GPU pool. A false edge to the GPU pool would put
         # add-ons, data staging and sandboxes behind the slowest resource and leave GPUs idle meanwhile

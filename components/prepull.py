@@ -13,10 +13,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.settings import Settings
-from components.wiring import ClusterRefs, Scheduling
+from components.wiring import ROLE_LABEL, ClusterRefs, Scheduling
 
 PREPULL_NAME = "verl-image-prepull"
-ROLE_LABEL = "verl-ack/role"
 
 
 def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace: str) -> dict:

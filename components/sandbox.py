@@ -274,7 +274,7 @@ def network_policy_manifest(s: Settings) -> dict:
 def manager_args(s: Settings) -> list[str]:
     sb = s.sandbox
     sel = manager_selector(s)
-    args = [
+    return [
         f"--system-namespace={sb.namespace}",
         "--peer-selector=" + ",".join(f"{k}={v}" for k, v in sorted(sel.items())),
         # Only this stack's SandboxSets: the manager claims from the pool in its own namespace.
@@ -287,10 +287,8 @@ def manager_args(s: Settings) -> list[str]:
         "--mcp-enabled=true",
         f"--mcp-port={sb.mcp_port}",
         f"--mcp-session-sync-port={MCP_SESSION_SYNC_PORT}",
+        # No --e2b-domain: settings refuse sandbox.domain with this manager (nothing here serves the E2B domain).
     ]
-    if sb.domain:
-        args.append(f"--e2b-domain={sb.domain}")
-    return args
 
 
 def manager_service_account_manifest(s: Settings) -> dict:

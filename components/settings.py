@@ -340,7 +340,8 @@ class SandboxSettings(Strict):
         "`open-source` deploys an OpenKruise Agents sandbox manager built with MCP support.")
     namespace: str = Field("sandbox-system", description="Namespace of the sandbox manager and the SandboxSet.")
     domain: str | None = Field(
-        None, description="E2B domain (api.<domain>, *.<domain>) served by the ALB with TLS. Empty = in-cluster MCP only.")
+        None, description="E2B domain (api.<domain>, *.<domain>) served by the ALB with TLS; manager ack-addon only. "
+        "Empty = in-cluster MCP only.")
     dns_zone: str | None = Field(
         None, description="Alibaba Cloud DNS zone that holds `domain` (e.g. example.com); adds the wildcard record.")
     tls: TlsSettings = Field(default_factory=TlsSettings, description="Certificate for the sandbox domain.")
@@ -380,6 +381,14 @@ class SandboxSettings(Strict):
     def _dns(cls, v: str) -> str:
         if not DNS1123_LABEL.fullmatch(v) or len(v) > 63:
             raise ValueError(f"{v!r} is not a DNS-1123 label (lowercase letters, digits, '-', at most 63)")
+        return v
+
+    @field_validator("service_name")
+    @classmethod
+    def _service_name(cls, v: str) -> str:
+        # The API server validates Service names as DNS-1035 labels: a leading digit is refused at apply time.
+        if not DNS1035.fullmatch(v):
+            raise ValueError(f"{v!r} is not a Service name: a DNS-1035 label must start with a letter")
         return v
 
     @field_validator("mcp_port", mode="before")
@@ -1085,6 +1094,11 @@ class Settings(Strict):
             raise ValueError(
                 f"cluster.network.pod_vswitch_ids needs one Terway pod vSwitch per zone ({len(self.zones)}) when a new "
                 "cluster reuses vpc_id; Lingjun nodes need one in the GPU zone")
+        if self.sandbox.domain and not (self.sandbox.enabled and self.sandbox.manager == "ack-addon"):
+            raise ValueError(
+                "sandbox.domain is served only by the ACK sandbox manager add-on (sandbox.enabled with manager: "
+                "ack-addon); otherwise nothing routes from the ALB, which bills by the hour for nothing. Remove "
+                "sandbox.domain and sandbox.dns_zone, or use manager: ack-addon")
         if self.sandbox.domain and len(self.zones) < 2:
             raise ValueError("sandbox.domain puts an ALB in front of the sandboxes and ALB needs two zones: list at "
                              "least two zones (with their vSwitches)")

@@ -19,6 +19,8 @@ from components.settings import Settings
 POOL_LABEL = "verl-ack/pool"
 GPU_TAINT_KEY = "verl-ack/gpu"
 LINGJUN_TAINT_KEY = "node-role.alibabacloud.com/lingjun"
+# What a workload is for (e.g. `prepull`), read back by the time-to-first-step model (components/latency.py).
+ROLE_LABEL = "verl-ack/role"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,6 @@ class AddonRefs:
 
     csi: list[pulumi.Resource] = field(default_factory=list)  # OSS/disk CSI (PersistentVolumes, disks)
     kuberay: list[pulumi.Resource] = field(default_factory=list)  # RayJob CRD and operator
-    alb: list[pulumi.Resource] = field(default_factory=list)  # ALB Ingress controller + AlbConfig + IngressClass
     sandbox: list[pulumi.Resource] = field(default_factory=list)  # ACK sandbox controller + manager add-ons
     pod_identity: list[pulumi.Resource] = field(default_factory=list)  # RRSA webhook (pods using RRSA SAs)
 

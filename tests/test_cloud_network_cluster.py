@@ -92,6 +92,11 @@ def test_cluster_creation_has_its_own_timeout_and_protection_follows_the_setting
     assert reg.inputs["deletionProtection"] is True and reg.inputs["slbInternetEnabled"] is False
 
 
+def test_the_create_only_addons_of_a_new_cluster_are_ignored_after_creation_so_a_version_bump_is_no_cluster_update():
+    reg = record("dev").get(CLUSTER, "ack-cluster")
+    assert reg.options.get("ignore_changes") == ["addons"], reg.urn
+
+
 def test_create_time_addons_carry_pinned_versions_only_when_set():
     s = settings_of("dev", {"versions": {"addons": {"terway": {"version": "v1.16.8"}}}})
     assert {"name": "terway-eniip", "version": "v1.16.8"} in create_time_addons(s)

@@ -315,7 +315,7 @@ def test_controller_chart_values_place_it_on_the_system_pool_in_the_sandbox_name
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_core_sandbox_object_validates_strictly(stack):
-    s = settings(stack, {"sandbox": {"manager": "open-source", "mcp_port": 8082}})
+    s = settings(stack, {"sandbox": {"manager": "open-source", "mcp_port": 8082, "domain": None, "dns_zone": None}})
     objs = [sb.mcp_service_manifest(s), sb.network_policy_manifest(s), sb.manager_service_account_manifest(s),
             *sb.manager_rbac_manifests(s), sb.key_store_secret_manifest(s), sb.admin_key_secret_manifest(s),
             sb.manager_deployment_manifest(s)]
@@ -343,6 +343,7 @@ BAD = [
     ({"sandbox": {"mcp_port": 0}}, "sandbox.mcp_port", "1-65535"),
     ({"sandbox": {"mcp_port": 65536}}, "sandbox.mcp_port", "1-65535"),
     ({"sandbox": {"mcp_path": "mcp"}}, "sandbox.mcp_path", "starting with '/'"),
+    ({"sandbox": {"service_name": "1-mcp"}}, "sandbox.service_name", "must start with a letter"),
     ({"sandbox": {"manager": "open-source", "mcp_path": "/v1/mcp"}}, "sandbox", "fixed /mcp"),
     ({"sandbox": {"manager_selector": {}}}, "sandbox.manager_selector", "must not be empty"),
     ({"sandbox": {"manager_selector": {"bad key!": "x"}}}, "sandbox.manager_selector", "label"),
