@@ -197,8 +197,8 @@ class Tracking(pulumi.ComponentResource):
         ns = args.identity.namespace
         st = args.storage
 
-        def child(depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
-            return pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
+        def child(depends_on: list[pulumi.Resource], **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on, **extra)
 
         # Namespaced objects wait for the workload namespace; volumes also for the CSI drivers that serve them.
         in_namespace = list(args.identity.resources)
@@ -209,11 +209,12 @@ class Tracking(pulumi.ComponentResource):
             **resource_kwargs(persistent_volume(
                 s, vol, namespace=ns, bucket=st.bucket_name, endpoint=st.endpoint, auth=st.auth,
                 role_name=st.csi_role_name, access_key_secret=st.access_key_secret_name)),
-            opts=child(csi))
+            # OSS capacity is nominal; changing it must not replace a bound volume (see training.py).
+            opts=child(csi, ignore_changes=["spec.capacity"]))
         # The claim names the PV by a plain string: the edge makes Pulumi create the PV first.
         self.artifacts_pvc = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-artifacts-pvc", **resource_kwargs(persistent_volume_claim(s, vol, namespace=ns)),
-            opts=child([*in_namespace, self.artifacts_pv]))
+            opts=child([*in_namespace, self.artifacts_pv], ignore_changes=["spec.resources"]))
         self.backend_pvc = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-backend-pvc", **resource_kwargs(backend_pvc_manifest(s)), opts=child([*in_namespace, *csi]))
         # The pod mounts both claims by name and runs on the system pool (cluster.ready).

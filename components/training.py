@@ -72,14 +72,16 @@ class TrainingJob(pulumi.ComponentResource):
                 access_key_secret=args.storage.access_key_secret_name)
             pv_res = k8s.core.v1.PersistentVolume(
                 f"{name}-{kind}-pv", metadata=pv["metadata"], spec=pv["spec"],
-                # The OSS CSI driver serves these volumes; on destroy they go before it.
-                opts=child(*args.cluster.addons.csi))
+                # The OSS CSI driver serves these volumes; on destroy they go before it. OSS enforces no size: the
+                # capacity is nominal, and a change to it must not replace a bound volume (a replaced claim
+                # cannot bind the Released volume and `up` would hang).
+                opts=child(*args.cluster.addons.csi, ignore_changes=["spec.capacity"]))
             pvc = persistent_volume_claim(s, vol, namespace=ns)
             claims.append(k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{kind}-pvc", metadata=pvc["metadata"], spec=pvc["spec"],
                 # The claim names its volume by a plain string: wait for the PV so the claim binds at once (the
                 # provider awaits Bound), and for the namespace it lives in.
-                opts=child(pv_res, *args.identity.resources)))
+                opts=child(pv_res, *args.identity.resources, ignore_changes=["spec.resources"])))
 
         # ---- verl config files (not secret) and the MCP servers file (secret)
         wiring = pod_wiring(s, namespace=ns, service_account=args.identity.training_service_account)

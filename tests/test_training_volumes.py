@@ -135,3 +135,15 @@ def test_a_key_outside_a_volumes_prefix_is_refused():
     vol = oss_volumes(settings_for("dev"))["models"]
     with pytest.raises(ValueError, match="not under the models volume's prefix"):
         vol.path_of("datasets/gsm8k/train.parquet")
+
+
+def test_a_changed_nominal_oss_capacity_never_replaces_a_bound_volume_or_claim():
+    from tests.conftest import record
+
+    rec = record("dev")
+    for r in rec.resources:
+        if r.type == "kubernetes:core/v1:PersistentVolume" and r.inputs["spec"].get("csi", {}).get(
+                "driver") == "ossplugin.csi.alibabacloud.com":
+            assert r.options["ignore_changes"] == ["spec.capacity"], r.name
+        if r.type == "kubernetes:core/v1:PersistentVolumeClaim" and r.inputs["spec"].get("storageClassName") == "":
+            assert r.options["ignore_changes"] == ["spec.resources"], r.name
