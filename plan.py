@@ -162,13 +162,21 @@ def mermaid(recording: Recording) -> str:
     return "\n".join(lines)
 
 
+def shell_lines(command: str) -> str:
+    """The command with one option or override per line (values hold no spaces: the training job validates
+    each word), the program and its module kept on the first line."""
+    words = command.split()
+    first = next((i for i, w in enumerate(words) if w.startswith("--") or "=" in w), len(words))
+    return " \\\n    ".join([" ".join(words[:first]), *words[first:]])
+
+
 def render_markdown(stack: str, settings, recording: Recording, sections, manifests: list[str]) -> str:
     out = [f"# verl-ack offline plan: stack `{stack}`", "",
            f"{len(recording.resources)} resources, {len(manifests)} Kubernetes manifests. Generated offline by "
            "`plan.py` from the real program under a recording mock engine; secret values show as `[secret]`.", ""]
     entry = recording.outputs.get("training_entrypoint")
     if entry:
-        out += ["## verl command line", "", "```", str(entry), "```", ""]
+        out += ["## verl command line", "", "```sh", shell_lines(str(entry)), "```", ""]
     for sec in sections:
         out += [f"## {sec.title}", "", sec.markdown, ""]
     if recording.logs:

@@ -84,3 +84,13 @@ def test_a_layout_error_also_exits_2_before_the_program_runs(tmp_path, capsys):
 def test_missing_stack_file_is_an_error_not_a_traceback(tmp_path, capsys):
     assert plan.main(["--stack", "nope", "--out", str(tmp_path / "o")]) == 2
     assert "no stack file" in capsys.readouterr().err
+
+
+def test_plan_md_shows_the_verl_command_one_override_per_line_and_it_is_the_same_command(tmp_path):
+    out = tmp_path / "dev"
+    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    text = (out / "plan.md").read_text()
+    block = text.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    assert block.splitlines()[0] == "python3 -m verl.trainer.main_ppo \\"
+    entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
+    assert block.replace(" \\\n    ", " ") == entry
