@@ -16,7 +16,7 @@ from components.prepull import ImagePrepull
 from components.registry import ImageRegistry
 from components.sandbox import SandboxArgs, Sandboxes
 from components.secrets import read_secrets
-from components.settings import PROJECT, SETTINGS_KEY, parse_settings
+from components.settings import PROJECT, parse_settings
 from components.storage import Storage, StorageArgs
 from components.tracking import Tracking, TrackingArgs, port_forward_commands
 from components.training import TrainingJob, TrainingJobArgs
@@ -78,7 +78,6 @@ training = TrainingJob("train", TrainingJobArgs(settings, cluster_refs, pools.gp
                                                 wait_for=[*pools.gpu_ready, *registry.ready,
                                                           *[c for c in (data, tracking, sandboxes) if c]]))
 
-pulumi.export("settings_key", SETTINGS_KEY)
 pulumi.export("layout", layout.as_dict())
 pulumi.export("training_entrypoint", training.entrypoint)
 pulumi.export("cost_estimate", stack_cost_estimate(settings))  # plain numbers: an ESTIMATE, not a quote
