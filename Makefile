@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup plan plans test lint schema bench clean
+.PHONY: setup plan plans test lint schemas schema bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-verl.txt
 	python3 -m venv $(VENV)
@@ -25,7 +25,11 @@ plans: setup
 lint: setup
 	$(PY) -m ruff check .
 
-test: lint
+# CRD schemas for the conformance tests: verified in ../shared/schemas, or downloaded into .cache/schemas.
+schemas:
+	.ci/fetch-schemas
+
+test: lint schemas
 	$(PY) -m pytest
 
 schema: setup
@@ -35,4 +39,4 @@ bench: setup
 	$(PY) benchmark.py
 
 clean:
-	rm -rf out .pytest_cache .ruff_cache
+	rm -rf out .pytest_cache .ruff_cache .cache

@@ -249,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or REPO / "out" / stack
     try:
         plan = build_plan(path, stack, out)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        print(f"stack {stack}: {path} is not valid YAML{where}: {getattr(err, 'problem', err)}; nothing written",
+              file=sys.stderr)
+        return 2
     except SettingsError as err:
         print(f"stack {stack}: {len(err.problems)} problem(s) in {path}; nothing written:", file=sys.stderr)
         for p in err.problems:

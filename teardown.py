@@ -1,6 +1,7 @@
 """Keep the latest checkpoint of a stack's experiment, verify the copy, then destroy the stack.
 
-    python teardown.py --stack NAME [--dry-run] [--destroy] [--keep-prefix P | --keep-bucket B] [--endpoint URL]
+    python teardown.py --stack NAME [--dry-run | --destroy [--allow-no-checkpoint]] [--keep-prefix P | --keep-bucket B]
+                       [--endpoint URL]
 
 verl writes checkpoints to `<checkpoints_prefix><project>/<experiment>/global_step_<N>/` (the
 Hugging Face export under `actor/huggingface/`) and, once a step's save has finished,
@@ -20,9 +21,10 @@ Hugging Face export under `actor/huggingface/`) and, once a step's save has fini
 --dry-run lists what would be copied and changes nothing. A copy that fails or does not verify
 makes the tool exit 1 without destroying anything; it never deletes objects.
 
-Credentials: OSS_ACCESS_KEY_ID/OSS_ACCESS_KEY_SECRET, or ALIBABA_CLOUD_ACCESS_KEY_ID/
-ALIBABA_CLOUD_ACCESS_KEY_SECRET (see pipeline/oss_client.py). Exit codes: 0 done, 1 nothing safe
-to keep or a copy failed, 2 bad arguments or settings; with --destroy, pulumi's own exit code.
+Credentials: OSS_ACCESS_KEY_ID/OSS_ACCESS_KEY_SECRET, ALIBABA_CLOUD_ACCESS_KEY_ID/
+ALIBABA_CLOUD_ACCESS_KEY_SECRET, or the Pulumi provider's ALICLOUD_ACCESS_KEY/ALICLOUD_SECRET_KEY (see
+pipeline/oss_client.py). Exit codes: 0 done, 1 nothing safe to keep, a copy failed or OSS could not be
+read, 2 bad arguments or settings; with --destroy, pulumi's own exit code.
 """
 
 from __future__ import annotations
@@ -342,6 +344,11 @@ def main(
     except (ValueError, CredentialsMissing) as error:
         err(f"error: {error}")
         return 2
+    except oss.exceptions.BaseError as error:
+        # Network, credentials or a missing bucket: one line naming what was read, not an SDK traceback.
+        err(f"error: cannot list oss://{storage.bucket_name}/{storage.checkpoints_prefix} "
+            f"({type(error).__name__}: {str(error).splitlines()[0][:300]}); nothing copied or destroyed")
+        return 1
     except NoCheckpoints as error:
         if args.destroy and args.allow_no_checkpoint:
             log(f"{error}: no checkpoint to keep; destroying as --allow-no-checkpoint asks")

@@ -340,8 +340,8 @@ class SandboxSettings(Strict):
         "`open-source` deploys an OpenKruise Agents sandbox manager built with MCP support.")
     namespace: str = Field("sandbox-system", description="Namespace of the sandbox manager and the SandboxSet.")
     domain: str | None = Field(
-        None, description="E2B domain (api.<domain>, *.<domain>) served by the ALB with TLS; manager ack-addon only. "
-        "Empty = in-cluster MCP only.")
+        None, description="E2B domain (api.<domain>, *.<domain>) served by the ALB with TLS. Required with manager "
+        "ack-addon (the add-on serves the E2B API there); not allowed otherwise (open-source: in-cluster MCP only).")
     dns_zone: str | None = Field(
         None, description="Alibaba Cloud DNS zone that holds `domain` (e.g. example.com); adds the wildcard record.")
     tls: TlsSettings = Field(default_factory=TlsSettings, description="Certificate for the sandbox domain.")
@@ -1295,4 +1295,4 @@ if __name__ == "__main__":  # python -m components.settings  -> regenerate the s
     readme = REPO_ROOT / "README.md"
     if readme.exists():
         readme.write_text(refresh_readme(readme.read_text()))
-    print(f"wrote {SCHEMA_PATH.relative_to(REPO_ROOT)} and the README settings table")
+    print(f"wrote {SCHEMA_PATH.relative_to(REPO_ROOT)} and the README settings and presets tables")

@@ -149,7 +149,8 @@ def training_section(s: Settings, recording):
     tools = [t["tool_schema"]["function"]["name"] for t in tool_config(s)["tools"]]
     vols = oss_volumes(s)
     train, val = dataset_paths(s)
-    pip = yaml.safe_load(spec["runtimeEnvYAML"])["pip"] if "runtimeEnvYAML" in spec else []
+    # A built image installs nothing at start: its runtime env carries PYTHONPATH but no `pip` list.
+    pip = (yaml.safe_load(spec["runtimeEnvYAML"]) or {}).get("pip", []) if "runtimeEnvYAML" in spec else []
     rows = [
         ("RayJob", f"`{manifest['metadata']['namespace']}/{manifest['metadata']['name']}` ({spec['submissionMode']}, "
                    f"KubeRay {s.versions.kuberay}, Ray {spec['rayClusterSpec']['rayVersion']})"),

@@ -15,7 +15,9 @@ Credentials, first match wins:
 2. OSS_ACCESS_KEY_ID / OSS_ACCESS_KEY_SECRET (and optional OSS_SESSION_TOKEN), the variables
    oss-v2's own EnvironmentVariableCredentialsProvider reads; in a pod they come from a Secret.
 3. ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET (and optional
-   ALIBABA_CLOUD_SECURITY_TOKEN), the names the aliyun CLI and Terraform/Pulumi use on a laptop.
+   ALIBABA_CLOUD_SECURITY_TOKEN), the names the aliyun CLI uses on a laptop.
+4. ALICLOUD_ACCESS_KEY / ALICLOUD_SECRET_KEY (and optional ALICLOUD_SECURITY_TOKEN), the names the
+   Pulumi/Terraform alicloud provider reads.
 
 Secrets are never printed: errors name the variables, never their values.
 """
@@ -32,6 +34,9 @@ import alibabacloud_oss_v2 as oss
 RRSA_VARS = ("ALIBABA_CLOUD_ROLE_ARN", "ALIBABA_CLOUD_OIDC_PROVIDER_ARN", "ALIBABA_CLOUD_OIDC_TOKEN_FILE")
 OSS_KEY_VARS = ("OSS_ACCESS_KEY_ID", "OSS_ACCESS_KEY_SECRET")
 ALIBABA_KEY_VARS = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+# The Pulumi/Terraform alicloud provider's own names: the README's cloud path exports these for `pulumi up`,
+# so teardown on the same shell works without renaming them.
+ALICLOUD_KEY_VARS = ("ALICLOUD_ACCESS_KEY", "ALICLOUD_SECRET_KEY")
 
 # A training run's job may upload many GiB; the SDK default of 3 attempts gives up too early on a
 # flaky link. Each attempt backs off with full jitter (SDK default: 0.2 s base, 20 s cap).
@@ -39,7 +44,7 @@ DEFAULT_MAX_ATTEMPTS = 5
 
 CRC_BLOCK = 1024 * 1024
 
-CredentialsSource = Literal["rrsa", "oss_access_key", "alibaba_cloud_access_key"]
+CredentialsSource = Literal["rrsa", "oss_access_key", "alibaba_cloud_access_key", "alicloud_provider_key"]
 
 
 class CredentialsMissing(RuntimeError):
@@ -60,9 +65,11 @@ def credentials_source(env: Mapping[str, str]) -> CredentialsSource:
         return "oss_access_key"
     if all(env.get(v) for v in ALIBABA_KEY_VARS):
         return "alibaba_cloud_access_key"
+    if all(env.get(v) for v in ALICLOUD_KEY_VARS):
+        return "alicloud_provider_key"
     raise CredentialsMissing(
         "no OSS credentials: set RRSA (" + ", ".join(RRSA_VARS) + "), or " + " and ".join(OSS_KEY_VARS)
-        + ", or " + " and ".join(ALIBABA_KEY_VARS))
+        + ", or " + " and ".join(ALIBABA_KEY_VARS) + ", or " + " and ".join(ALICLOUD_KEY_VARS))
 
 
 def adapt_credentials_provider(provider) -> oss.credentials.CredentialsProvider:
@@ -109,9 +116,12 @@ def credentials_provider_from_env(env: Mapping[str, str], region: str) -> oss.cr
     if source == "oss_access_key":
         return oss.credentials.StaticCredentialsProvider(
             env["OSS_ACCESS_KEY_ID"], env["OSS_ACCESS_KEY_SECRET"], env.get("OSS_SESSION_TOKEN") or None)
+    if source == "alibaba_cloud_access_key":
+        return oss.credentials.StaticCredentialsProvider(
+            env["ALIBABA_CLOUD_ACCESS_KEY_ID"], env["ALIBABA_CLOUD_ACCESS_KEY_SECRET"],
+            env.get("ALIBABA_CLOUD_SECURITY_TOKEN") or None)
     return oss.credentials.StaticCredentialsProvider(
-        env["ALIBABA_CLOUD_ACCESS_KEY_ID"], env["ALIBABA_CLOUD_ACCESS_KEY_SECRET"],
-        env.get("ALIBABA_CLOUD_SECURITY_TOKEN") or None)
+        env["ALICLOUD_ACCESS_KEY"], env["ALICLOUD_SECRET_KEY"], env.get("ALICLOUD_SECURITY_TOKEN") or None)
 
 
 def make_client(

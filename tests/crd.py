@@ -11,9 +11,24 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-SCHEMAS = Path(__file__).resolve().parent.parent.parent / "shared" / "schemas"
-RAYJOB_CRD = SCHEMAS / "ray.io_rayjobs.v1.7.0.yaml"
-SANDBOXSET_CRD = SCHEMAS / "agents.kruise.io_sandboxsets.v0.3.0.yaml"
+REPO = Path(__file__).resolve().parent.parent
+RAYJOB_FILE = "ray.io_rayjobs.v1.7.0.yaml"
+SANDBOXSET_FILE = "agents.kruise.io_sandboxsets.v0.3.0.yaml"
+
+
+def _schemas_dir() -> Path:
+    """../shared/schemas beside the repository (verl-ack CI), else what `.ci/fetch-schemas` downloaded into
+    .cache/schemas (checksum-verified copies of the upstream release files)."""
+    for d in (REPO.parent / "shared" / "schemas", REPO / ".cache" / "schemas"):
+        if (d / RAYJOB_FILE).is_file() and (d / SANDBOXSET_FILE).is_file():
+            return d
+    raise FileNotFoundError("the CRD schemas are missing: run `.ci/fetch-schemas` (make test does) or put "
+                            "../shared/schemas beside the repository")
+
+
+SCHEMAS = _schemas_dir()
+RAYJOB_CRD = SCHEMAS / RAYJOB_FILE
+SANDBOXSET_CRD = SCHEMAS / SANDBOXSET_FILE
 
 
 def _to_jsonschema(node):

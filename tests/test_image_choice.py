@@ -98,3 +98,18 @@ def test_the_credential_helper_takes_its_config_from_settings_and_stays_in_a_clu
     helper = rec.get("alicloud:cs/kubernetesAddon:KubernetesAddon", "image-acr-credential-helper")
     assert json.loads(helper.inputs["config"]) == cfg
     assert helper.options["retain_on_delete"] is True
+
+
+def test_the_offline_plan_of_a_built_image_stack_says_nothing_is_installed_at_start(tmp_path):
+    import yaml
+
+    import plan
+    from components.settings import STACKS_DIR
+
+    doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+    doc["config"]["verl-ack:settings"]["image"] = {"source": "built", "tag": "abc123"}
+    path = tmp_path / "Pulumi.built.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "plan.md").read_text()
+    assert "nothing (built image)" in md and "/verl-ack/verl:abc123" in md

@@ -160,6 +160,11 @@ def test_oss_access_keys_then_alibaba_cloud_access_keys_are_the_fallbacks():
     assert credentials_source({"OSS_ACCESS_KEY_ID": "i", "OSS_ACCESS_KEY_SECRET": "s"}) == "oss_access_key"
     assert credentials_source({"ALIBABA_CLOUD_ACCESS_KEY_ID": "i", "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "s"}) == \
         "alibaba_cloud_access_key"
+    # the names `pulumi up` reads, so teardown works in the same shell
+    assert credentials_source({"ALICLOUD_ACCESS_KEY": "i", "ALICLOUD_SECRET_KEY": "s"}) == "alicloud_provider_key"
+    creds = credentials_provider_from_env({"ALICLOUD_ACCESS_KEY": "i", "ALICLOUD_SECRET_KEY": "s"},
+                                          "cn-hangzhou").get_credentials()
+    assert (creds.access_key_id, creds.access_key_secret) == ("i", "s")
     creds = credentials_provider_from_env(
         {"OSS_ACCESS_KEY_ID": "i", "OSS_ACCESS_KEY_SECRET": "s", "OSS_SESSION_TOKEN": "t"}, "cn-hangzhou"
     ).get_credentials()

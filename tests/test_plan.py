@@ -94,3 +94,12 @@ def test_plan_md_shows_the_verl_command_one_override_per_line_and_it_is_the_same
     assert block.splitlines()[0] == "python3 -m verl.trainer.main_ppo \\"
     entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
     assert block.replace(" \\\n    ", " ") == entry
+
+
+def test_a_stack_file_that_is_not_yaml_exits_2_with_the_line_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "Pulumi.broken.yaml"
+    bad.write_text("config:\n  verl-ack:settings: [\n")
+    assert plan.main(["--config-file", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "is not valid YAML (line" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

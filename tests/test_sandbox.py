@@ -20,7 +20,6 @@ from tests.conftest import REPO, STACKS, stack_settings
 from tests.crd import SANDBOXSET_CRD
 from tests.crd import crd_errors as shared_crd_errors
 
-SCHEMAS = REPO.parent / "shared" / "schemas"
 SNAPSHOTS = REPO / "tests" / "snapshots"
 
 

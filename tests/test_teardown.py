@@ -282,3 +282,12 @@ def test_a_step_with_more_objects_than_one_listing_page_is_planned_whole(fake_os
                      experiment="qwen-grpo", dest_bucket="ckpt", kept_root="kept/")
     assert len(plan.items) == 250 + len(STEP_2)
     assert len(fake_oss.requests(op="ListObjectsV2")) == 3
+
+
+def test_an_oss_error_while_listing_is_one_clear_line_and_nothing_is_destroyed(fake_oss):
+    fake_oss.fail_next(1, status=403, method="GET")
+    run = Run(fake_oss)
+    assert run("--destroy") == 1
+    assert run.destroyed == []
+    assert "error: cannot list oss://ckpt/checkpoints/" in run.output and "nothing copied or destroyed" in run.output
+    assert "Traceback" not in run.output
