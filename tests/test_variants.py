@@ -1,0 +1,58 @@
+"""Every supported combination of choices renders a complete offline plan (plan.md, plan.json, manifests):
+a stack switching one option must never crash the plan in CI or the preview."""
+
+import json
+
+import pytest
+import yaml
+
+import plan
+from components.settings import STACKS_DIR
+from tests.conftest import deep_merge
+
+VARIANTS = {
+    "built image in a personal ACR": ("dev", {"image": {"source": "built", "tag": "t1"}}),
+    "built image in an enterprise ACR": ("dev", {"image": {
+        "source": "built", "registry": "enterprise", "enterprise_instance_id": "cri-abc123",
+        "registry_host": "team-registry-vpc.ap-southeast-1.cr.aliyuncs.com", "tag": "t1"}}),
+    "no image pre-pull": ("dev", {"image": {"prepull": False}}),
+    "access-key fallback for OSS": ("dev", {"storage": {"auth": "access_key"}}),
+    "existing bucket": ("dev", {"storage": {"mode": "existing"}}),
+    "bucket deleted on destroy": ("dev", {"storage": {"keep_on_destroy": False}}),
+    "certificate by id": ("dev", {"sandbox": {"tls": {"source": "certificate_id", "certificate_id": "12345678"}}}),
+    "domain without a DNS zone": ("dev", {"sandbox": {"dns_zone": None}}),
+    "open-source sandbox manager": ("dev", {"sandbox": {"manager": "open-source", "domain": None, "dns_zone": None,
+                                                        "mcp_port": 8082}}),
+    "no sandboxes": ("existing-ecs", {"sandbox": {"enabled": False}}),
+    "no tracking": ("dev", {"tracking": {"enabled": False}, "training": {"logger": ["console"],
+                                                                         "trace_backend": None}}),
+    "ECS GPU pool in a new cluster": ("dev", {"gpu_pool": {
+        "kind": "ecs", "lingjun": None, "ecs": {"instance_types": ["ecs.gn7i-c32g1.8xlarge"]},
+        "cpus_per_node": 32, "memory_gib_per_node": 188}}),
+    "new cluster in an existing VPC": ("dev", {"cluster": {"network": {
+        "vpc_id": "vpc-abc", "node_vswitch_ids": ["vsw-a", "vsw-b"], "pod_vswitch_ids": ["vsw-c", "vsw-d"]}}}),
+    "KubeRay from the ACK add-on": ("dev", {"versions": {"kuberay_source": "addon"}}),
+    "K8sJobMode submission": ("dev", {"job": {"submission_mode": "K8sJobMode"}}),
+    "ModelScope download": ("dev", {"model": {"source": "modelscope"}}),
+    "full dataset, several epochs": ("dev", {"dataset": {"use_subsets": False},
+                                             "training": {"total_training_steps": None, "total_epochs": 2}}),
+}
+
+SECRETS = {k: f"variant-secret-{k}-7c1e" for k in
+           ("sandboxApiKey", "hfToken", "modelscopeToken", "tlsCertificate", "tlsPrivateKey",
+            "ossAccessKeyId", "ossAccessKeySecret")}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_offline_plan_renders_every_variant_without_leaking_a_secret(variant, tmp_path):
+    stack, overrides = VARIANTS[variant]
+    doc = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())
+    doc["config"]["verl-ack:settings"] = deep_merge(doc["config"]["verl-ack:settings"], overrides)
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    result = plan.build_plan(path, stack, out, secret_values=SECRETS)
+    assert result["resources"] and (out / "plan.md").is_file()
+    assert json.loads((out / "plan.json").read_text())["training_entrypoint"].startswith("python3 -m verl")
+    text = "".join(f.read_text() for f in out.rglob("*") if f.is_file())
+    assert not any(v in text for v in SECRETS.values())
