@@ -16,7 +16,8 @@ from components.settings import Settings, SettingsError
 from components.wiring import StorageRefs, dataset_files, model_path
 from offline.engine import run_program
 from tests.conftest import REPO, STACKS, record, stack_settings
-from tests.test_sandbox import assert_snapshot, assert_valid_core, settings
+from tests.snapshot import assert_snapshot
+from tests.test_sandbox import assert_valid_core, settings
 
 RRSA = StorageRefs(bucket_name="verl-ack-dev-data", endpoint="oss-ap-southeast-1-internal.aliyuncs.com", auth="rrsa",
                    csi_role_name="verl-dev-oss-csi")

@@ -8,19 +8,16 @@ checks it).
 from __future__ import annotations
 
 import ipaddress
-import os
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from components import sandbox as sb
 from components.settings import SettingsError, parse_settings
-from tests.conftest import REPO, STACKS, stack_settings
+from tests.conftest import STACKS, stack_settings
 from tests.crd import SANDBOXSET_CRD
 from tests.crd import crd_errors as shared_crd_errors
-
-SNAPSHOTS = REPO / "tests" / "snapshots"
+from tests.snapshot import assert_snapshot
 
 
 def settings(stack: str = "dev", overrides: dict | None = None):
@@ -44,18 +41,6 @@ def as_pod_template(template: dict) -> dict:
 
 def crd_errors(obj: dict, crd=SANDBOXSET_CRD, version: str = "v1alpha1") -> list[str]:
     return shared_crd_errors(obj, crd, version)
-
-
-def assert_snapshot(name: str, objs: list[dict]) -> None:
-    """Compare manifests with tests/snapshots/<name> (UPDATE_SNAPSHOTS=1 rewrites it): a diff in review is a
-    diff in the cluster."""
-    text = yaml.safe_dump_all(objs, sort_keys=False, width=120)
-    path = SNAPSHOTS / name
-    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
-        SNAPSHOTS.mkdir(exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"no snapshot {path}; run UPDATE_SNAPSHOTS=1 pytest {__file__}"
-    assert text == path.read_text(), f"{name} changed; review the diff and run UPDATE_SNAPSHOTS=1 to accept it"
 
 
 def addresses_in(cidrs: list[str]) -> list[ipaddress.IPv4Network]:

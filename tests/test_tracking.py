@@ -11,7 +11,8 @@ from components import tracking as tr
 from components.settings import SettingsError
 from components.wiring import StorageRefs, tracking_uri
 from tests.conftest import STACKS, record
-from tests.test_sandbox import assert_snapshot, assert_valid_core, settings
+from tests.snapshot import assert_snapshot
+from tests.test_sandbox import assert_valid_core, settings
 
 RRSA = StorageRefs(bucket_name="verl-ack-dev-data", endpoint="oss-ap-southeast-1-internal.aliyuncs.com", auth="rrsa",
                    csi_role_name="verl-dev-oss-csi")

@@ -26,9 +26,9 @@ from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling
 from tests.conftest import stack_settings
 from tests.crd import RAYJOB_CRD
 from tests.crd import crd_errors as shared_crd_errors
+from tests.snapshot import assert_text_snapshot
 
 REPO = Path(__file__).resolve().parent.parent
-SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 # site-packages of the interpreter running the tests (any virtualenv): verl is installed there --no-deps.
 SITE = Path(importlib.util.find_spec("verl").origin).resolve().parent.parent
 
@@ -367,21 +367,12 @@ def test_a_layout_verl_would_reject_is_refused_by_the_settings_and_by_the_builde
 
 
 # --------------------------------------------------------------------------------------------- snapshots
-def _snapshot(name: str, text: str) -> None:
-    path = SNAPSHOTS / name
-    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
-        SNAPSHOTS.mkdir(exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"no snapshot {path}; run UPDATE_SNAPSHOTS=1 pytest {__file__}"
-    assert text == path.read_text(), f"{name} changed; review the diff and run UPDATE_SNAPSHOTS=1 to accept it"
-
-
-def test_dev_entrypoint_matches_its_snapshot():
+def test_dev_entrypoint_matches_itsassert_text_snapshot():
     _, manifest = build("dev")
     words = manifest["spec"]["entrypoint"].split(" ")
-    _snapshot("dev.entrypoint.txt", " \\\n  ".join([" ".join(words[:3]), *words[3:]]) + "\n")
+    assert_text_snapshot("dev.entrypoint.txt", " \\\n  ".join([" ".join(words[:3]), *words[3:]]) + "\n")
 
 
-def test_dev_rayjob_manifest_matches_its_snapshot():
+def test_dev_rayjob_manifest_matches_itsassert_text_snapshot():
     _, manifest = build("dev")
-    _snapshot("dev.rayjob.yaml", yaml.safe_dump(manifest, sort_keys=False, width=120))
+    assert_text_snapshot("dev.rayjob.yaml", yaml.safe_dump(manifest, sort_keys=False, width=120))
