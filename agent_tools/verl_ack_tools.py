@@ -27,6 +27,9 @@ from verl.utils.reward_score import gsm8k
 # A call whose answer does not match the ground truth costs this much tool reward (the value of verl's
 # removed Gsm8kTool, kept so runs stay comparable with the upstream recipe).
 WRONG_ANSWER_PENALTY = -0.05
+# Seconds the client allows beyond the code's own time limit (claiming a sandbox, the reply), and for
+# connecting plus the MCP initialize handshake.
+CLIENT_GRACE_SECONDS = 30.0
 
 
 class Gsm8kRewardTool(BaseTool):
@@ -72,12 +75,15 @@ def render_result(content: list, is_error: bool) -> str:
     """Text for the model from an MCP CallToolResult: the sandbox manager's JSON (stdout/stderr/results/error)
     condensed to what a math solution needs, or the raw text when it is not that JSON."""
     text = "\n".join(getattr(part, "text", "") or "" for part in content).strip()
+    # An error whose body is not the result JSON (e.g. {"detail": ...}) is shown whole: the model and the
+    # rollout trace need the reason, not "(no output)".
+    raw = f"error: {text}" if is_error else text
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, TypeError):
-        return f"error: {text}" if is_error else text
+        return raw
     if not isinstance(data, dict):
-        return text
+        return raw
     logs = data.get("logs") or {}
     parts = []
     stdout = "".join(logs.get("stdout") or [])
@@ -93,7 +99,9 @@ def render_result(content: list, is_error: bool) -> str:
     error = data.get("error")
     if error:
         parts.append(f"error: {error if isinstance(error, str) else json.dumps(error)}")
-    return "\n".join(parts) if parts else "(no output)"
+    if parts:
+        return "\n".join(parts)
+    return raw if is_error else "(no output)"
 
 
 class SandboxCodeTool(BaseTool):
@@ -103,7 +111,10 @@ class SandboxCodeTool(BaseTool):
     config keys:
       mcp_servers_config_path  JSON file {"mcpServers": {<name>: {url, transport, headers}}} (a mounted Secret)
       mcp_tool                 MCP tool to call (default: this tool's own name)
-      timeout_seconds          per-call timeout, passed to the MCP request
+      timeout_seconds          the code's time limit (the server enforces it via X-Execution-Timeout); the
+                               client waits that long plus CLIENT_GRACE_SECONDS for the answer, and bounds
+                               connecting and the MCP handshake too, so a stuck manager cannot hold a
+                               trajectory for httpx's 5-minute read timeout
       max_concurrency          calls one agent-loop worker runs at once (each holds a warm sandbox)
     """
 
@@ -115,7 +126,8 @@ class SandboxCodeTool(BaseTool):
             # With one server fastmcp does not prefix tool names, so `mcp_tool` is the server's own name.
             raise ValueError(f"{config['mcp_servers_config_path']} must define exactly one MCP server")
         self._mcp_tool = config.get("mcp_tool") or self.name
-        self._timeout = float(config.get("timeout_seconds", 120))
+        # The sandbox stops the code at timeout_seconds; the grace covers claiming a sandbox and the reply.
+        self._timeout = float(config.get("timeout_seconds", 120)) + CLIENT_GRACE_SECONDS
         self._slots = asyncio.Semaphore(int(config.get("max_concurrency", 8)))
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs) -> tuple[ToolResponse, float, dict]:
@@ -126,7 +138,8 @@ class SandboxCodeTool(BaseTool):
         async with self._slots:
             # A new session per call: run_code_once needs no session state, and the server binds a sandbox to
             # a session, so sharing one would keep a sandbox busy between unrelated calls.
-            async with client_cls(self._servers) as client:
+            async with client_cls(self._servers, timeout=self._timeout,
+                                  init_timeout=CLIENT_GRACE_SECONDS) as client:
                 result = await client.call_tool_mcp(self._mcp_tool, arguments, timeout=self._timeout)
         is_error = bool(getattr(result, "isError", False))
         return ToolResponse(text=render_result(result.content, is_error)), 0.0, {"mcp_error": is_error}

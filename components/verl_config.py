@@ -162,11 +162,14 @@ def mcp_servers_document(s: Settings, api_key: Any) -> dict:
 
     No `auth_token`: it would switch to SSE with a Bearer header. The sandbox manager speaks Streamable HTTP and
     reads the key from `E2B-API-KEY` (final revision of openkruise/agents#165) or `X-API-KEY` (earlier
-    revisions), so both are sent. `X-Template` is the SandboxSet run_code_once claims from."""
+    revisions), so both are sent. `X-Template` is the SandboxSet run_code_once claims from.
+    `X-Execution-Timeout` (seconds; the server's default is 60) makes the sandbox stop the code at the tool
+    timeout the stack states, so a longer `training.tool_timeout_seconds` is not cut off at 60 s."""
     return {"mcpServers": {MCP_SERVER_NAME: {
         "url": mcp_url(s),
         "transport": "http",
-        "headers": {"E2B-API-KEY": api_key, "X-API-KEY": api_key, "X-Template": s.sandbox.template_name},
+        "headers": {"E2B-API-KEY": api_key, "X-API-KEY": api_key, "X-Template": s.sandbox.template_name,
+                    "X-Execution-Timeout": str(s.training.tool_timeout_seconds)},
     }}}
 
 

@@ -54,9 +54,20 @@ def problems(pins: Mapping[str, str], installed: Mapping[str, str],
     return found
 
 
+def installed_versions(dists: Iterable[metadata.Distribution]) -> dict[str, str]:
+    """Normalised name -> version of the distribution Python imports. `metadata.distributions()` walks
+    sys.path in order and yields a shadowed copy (e.g. an apt-installed one under /usr/lib/python3/dist-packages
+    behind pip's /usr/local/lib/...) after the one that wins, so the first occurrence is kept, as
+    `metadata.version()` and `import` do."""
+    found: dict[str, str] = {}
+    for d in dists:
+        found.setdefault(normalize(d.metadata["Name"]), d.version)
+    return found
+
+
 def main(argv: list[str]) -> int:
     pins = parse_pins(Path(p).read_text() for p in argv)
-    installed = {normalize(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    installed = installed_versions(metadata.distributions())
     requires = {}
     for name in pins:
         try:

@@ -211,6 +211,22 @@ def test_names_are_compared_after_pep_503_normalisation():
     assert check_env.problems(pins, installed, {"hydra-core": ["omegaconf<2.4,>=2.2"]}) == []
 
 
+
+def test_the_version_python_imports_is_checked_not_a_shadowed_copy_later_on_sys_path(tmp_path):
+    from importlib import metadata
+
+    def site(name: str, version: str) -> Path:
+        info = tmp_path / name / f"blinker-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: blinker\nVersion: {version}\n")
+        return tmp_path / name
+
+    # pip's copy first on sys.path, the base image's older one behind it
+    paths = [str(site("usr-local", "1.9.0")), str(site("usr-lib", "1.4"))]
+    installed = check_env.installed_versions(metadata.distributions(path=paths))
+    assert installed == {"blinker": "1.9.0"}
+    assert check_env.problems({"blinker": "1.9.0"}, installed, {}) == []
+
 def test_the_workflow_pushes_to_the_repository_the_program_pulls_from_by_default():
     import yaml
 

@@ -42,8 +42,9 @@ class FakeClient:
     reply = CallToolResult([TextContent(json.dumps({"logs": {"stdout": ["42\n"], "stderr": []}, "results": [],
                                                      "sandbox_id": "sbx-1", "execution_count": 1}))])
 
-    def __init__(self, config):
+    def __init__(self, config, timeout=None, init_timeout=None):
         FakeClient.sessions.append(config)
+        FakeClient.timeouts = (timeout, init_timeout)
 
     async def __aenter__(self):
         return self
@@ -141,8 +142,11 @@ def test_code_tool_runs_run_code_once_in_a_new_session_with_the_timeout(tools, t
     response, reward, metrics = call(tool, {"code": "print(6*7)", "language": "python", "extra": 1})
     assert response.text == "stdout:\n42"
     assert (reward, metrics) == (0.0, {"mcp_error": False})
-    assert FakeClient.calls == [("run_code_once", {"code": "print(6*7)", "language": "python"},
-                                 settings_for("dev").training.tool_timeout_seconds)]
+    limit = settings_for("dev").training.tool_timeout_seconds
+    grace = tools.CLIENT_GRACE_SECONDS
+    # The sandbox enforces the limit; the client waits a grace period longer and bounds the handshake.
+    assert FakeClient.calls == [("run_code_once", {"code": "print(6*7)", "language": "python"}, limit + grace)]
+    assert FakeClient.timeouts == (limit + grace, grace)
     assert FakeClient.sessions == [json.loads((tmp_path / "mcp_servers.json").read_text())]
 
 
@@ -178,3 +182,10 @@ def test_results_are_condensed_for_the_model(tools):
                                 'error: {"name": "ZeroDivisionError", "value": "division by zero"}']
     assert render([TextContent("sandbox pool exhausted")], True) == "error: sandbox pool exhausted"
     assert render([TextContent(json.dumps({"logs": {}}))], False) == "(no output)"
+
+
+def test_an_mcp_error_that_is_not_the_result_json_reaches_the_model_whole(tools):
+    render = tools.render_result
+    body = json.dumps({"detail": "claim sandbox: no stock in SandboxSet code-interpreter"})
+    assert render([TextContent(body)], True) == f"error: {body}"
+    assert render([TextContent(json.dumps(["quota exceeded"]))], True) == 'error: ["quota exceeded"]'

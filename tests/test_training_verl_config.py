@@ -252,7 +252,8 @@ def test_the_mcp_servers_file_is_valid_json_for_fastmcp_without_auth_token(stack
     assert server["url"] == mcp_url(s) == (f"http://{s.sandbox.service_name}.{s.sandbox.namespace}.svc.cluster.local:"
                                            f"{s.sandbox.mcp_port}{s.sandbox.mcp_path}")
     assert server["transport"] == "http"
-    assert server["headers"] == {"E2B-API-KEY": "k-123", "X-API-KEY": "k-123", "X-Template": s.sandbox.template_name}
+    assert server["headers"] == {"E2B-API-KEY": "k-123", "X-API-KEY": "k-123", "X-Template": s.sandbox.template_name,
+                                 "X-Execution-Timeout": str(s.training.tool_timeout_seconds)}  # not the 60 s default
 
 
 def test_the_config_map_holds_no_secret_and_ships_the_tool_module():
