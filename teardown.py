@@ -365,7 +365,13 @@ def main(
         log(f"dry run: nothing copied; afterwards this would run: {' '.join(destroy_command(args.stack))}")
         return 0
 
-    result = keep(client, plan, log=log)
+    try:
+        result = keep(client, plan, log=log)
+    except oss.exceptions.BaseError as error:
+        # A HEAD or the tracker write failed outright (per-object copy failures are collected by keep()).
+        err(f"error: copying step {plan.step.step} to oss://{plan.dest_bucket}/ failed "
+            f"({type(error).__name__}: {str(error).splitlines()[0][:300]}); nothing deleted or destroyed")
+        return 1
     if not result.ok:
         err(f"error: {len(result.problems)} of {len(plan.items)} objects did not copy or verify; nothing was "
             "deleted or destroyed:")

@@ -291,3 +291,12 @@ def test_an_oss_error_while_listing_is_one_clear_line_and_nothing_is_destroyed(f
     assert run.destroyed == []
     assert "error: cannot list oss://ckpt/checkpoints/" in run.output and "nothing copied or destroyed" in run.output
     assert "Traceback" not in run.output
+
+
+def test_an_oss_error_while_copying_is_one_clear_line_and_nothing_is_destroyed(fake_oss):
+    fake_oss.fail_next(1, status=403, method="HEAD")
+    run = Run(fake_oss)
+    assert run("--destroy") == 1
+    assert run.destroyed == []
+    assert "failed" in run.output and "nothing deleted or destroyed" in run.output
+    assert "Traceback" not in run.output
