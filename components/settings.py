@@ -81,6 +81,15 @@ CpuQuantity = Annotated[str, AfterValidator(lambda v: _quantity(v, CPU_QUANTITY,
 MemoryQuantity = Annotated[str, AfterValidator(lambda v: _quantity(v, MEMORY_QUANTITY, "a memory quantity like 2Gi or 512Mi"))]
 
 
+def _storage_class(v: str) -> str:
+    if not DNS1123_SUBDOMAIN.fullmatch(v):
+        raise ValueError(f"{v!r} is not a StorageClass name (DNS-1123 subdomain)")
+    return v
+
+
+StorageClassName = Annotated[str, AfterValidator(_storage_class)]
+
+
 # --------------------------------------------------------------------------------------------- network
 class NetworkSettings(Strict):
     vpc_id: str | None = Field(None, description="Existing VPC id. Leave empty to create a VPC (new clusters only).")
@@ -451,7 +460,7 @@ class DatasetSettings(Strict):
     ttl_seconds_after_finished: int = Field(
         86400, ge=0,
         description="Seconds a finished data Job (and its pod and logs) stays before Kubernetes deletes it.")
-    staging_storage_class: str = Field(
+    staging_storage_class: StorageClassName = Field(
         "alicloud-disk-topology-alltype", description="StorageClass of the scratch disk the model staging Job "
         "downloads into (a generic ephemeral volume, deleted with the pod). The topology class binds in the pod's "
         "zone (WaitForFirstConsumer); check `kubectl get storageclass`.")
@@ -464,13 +473,6 @@ class DatasetSettings(Strict):
         if v not in SUPPORTED_DATASETS:
             raise ValueError(f"dataset {v!r} is not supported: the dataset Job only preprocesses "
                              f"{', '.join(SUPPORTED_DATASETS)} into verl's tool-agent format")
-        return v
-
-    @field_validator("staging_storage_class")
-    @classmethod
-    def _sc(cls, v: str) -> str:
-        if not DNS1123_SUBDOMAIN.fullmatch(v):
-            raise ValueError(f"{v!r} is not a StorageClass name (DNS-1123 subdomain)")
         return v
 
     @model_validator(mode="after")
@@ -853,7 +855,7 @@ class ImageSettings(Strict):
 # --------------------------------------------------------------------------------------------- tracking
 class TrackingSettings(Strict):
     enabled: bool = Field(True, description="Run an MLflow tracking server that outlives the job.")
-    storage_class: str | None = Field(
+    storage_class: StorageClassName | None = Field(
         "alicloud-disk-topology-alltype",
         description="StorageClass of the tracking server's backend-store disk (sqlite). The topology class creates "
         "the disk in the zone the pod lands in (WaitForFirstConsumer); ACK's alicloud-disk-essd binds Immediately, in "
@@ -861,13 +863,6 @@ class TrackingSettings(Strict):
     disk_gib: int = Field(20, ge=20, description="Backend-store disk size (ESSD minimum is 20 GiB).")
     cpu: CpuQuantity = Field("1", description="CPU request and limit of the MLflow server.")
     memory: MemoryQuantity = Field("2Gi", description="Memory request and limit of the MLflow server.")
-
-    @field_validator("storage_class")
-    @classmethod
-    def _sc(cls, v: str | None) -> str | None:
-        if v and not DNS1123_SUBDOMAIN.fullmatch(v):
-            raise ValueError(f"{v!r} is not a StorageClass name (DNS-1123 subdomain)")
-        return v
 
     @model_validator(mode="after")
     def _storage(self) -> TrackingSettings:
