@@ -88,6 +88,8 @@ def _storage_class(v: str) -> str:
 
 
 StorageClassName = Annotated[str, AfterValidator(_storage_class)]
+# Empty passes here so the section's own rule ("tracking.enabled needs storage_class") names the problem.
+StorageClassNameOrEmpty = Annotated[str, AfterValidator(lambda v: _storage_class(v) if v else v)]
 
 
 # --------------------------------------------------------------------------------------------- network
@@ -855,7 +857,7 @@ class ImageSettings(Strict):
 # --------------------------------------------------------------------------------------------- tracking
 class TrackingSettings(Strict):
     enabled: bool = Field(True, description="Run an MLflow tracking server that outlives the job.")
-    storage_class: StorageClassName | None = Field(
+    storage_class: StorageClassNameOrEmpty | None = Field(
         "alicloud-disk-topology-alltype",
         description="StorageClass of the tracking server's backend-store disk (sqlite). The topology class creates "
         "the disk in the zone the pod lands in (WaitForFirstConsumer); ACK's alicloud-disk-essd binds Immediately, in "
