@@ -33,7 +33,7 @@ test: lint schemas
 	$(PY) -m pytest
 
 schema: setup
-	$(PY) -m components.settings
+	$(PY) -m components.config
 
 bench: setup
 	$(PY) benchmark.py

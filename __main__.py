@@ -3,24 +3,25 @@
 import pulumi
 import pulumi_alicloud as alicloud
 
-from components.addons import Addons, AddonsArgs, SandboxAddons, SandboxAddonsArgs, uses_sandbox_addons
-from components.cluster import Cluster, ClusterArgs, kubectl_commands
-from components.cost import stack_cost_estimate
-from components.data import DataArgs, DataJobs
-from components.identity import Identity, IdentityArgs
-from components.ingress import Ingress, IngressArgs, sandbox_api_url
-from components.layout import check_layout, resolve_layout
-from components.network import Network, NetworkArgs, creates_network, existing_network_refs
-from components.nodepools import NodePools, NodePoolsArgs
-from components.prepull import ImagePrepull
-from components.registry import ImageRegistry
-from components.sandbox import SandboxArgs, Sandboxes
-from components.secrets import read_secrets
-from components.settings import PROJECT, parse_settings
-from components.storage import Storage, StorageArgs
-from components.tracking import Tracking, TrackingArgs, port_forward_commands
-from components.training import TrainingJob, TrainingJobArgs
+from components.cloud.addons import Addons, AddonsArgs, SandboxAddons, SandboxAddonsArgs, uses_sandbox_addons
+from components.cloud.cluster import Cluster, ClusterArgs, kubectl_commands
+from components.cloud.identity import Identity, IdentityArgs
+from components.cloud.ingress import Ingress, IngressArgs, sandbox_api_url
+from components.cloud.network import Network, NetworkArgs, creates_network, existing_network_refs
+from components.cloud.nodepools import NodePools, NodePoolsArgs
+from components.cloud.registry import ImageRegistry
+from components.cloud.storage import Storage, StorageArgs
+from components.config import PROJECT
+from components.config.secrets import read_secrets
+from components.model import parse_settings
+from components.model.layout import check_layout, resolve_layout
 from components.wiring import AddonRefs, ClusterRefs, mcp_url, oss_endpoint
+from components.workloads.data import DataArgs, DataJobs
+from components.workloads.prepull import ImagePrepull
+from components.workloads.sandbox import SandboxArgs, Sandboxes
+from components.workloads.tracking import Tracking, TrackingArgs, port_forward_commands
+from components.workloads.training.component import TrainingJob, TrainingJobArgs
+from offline.report.cost import stack_cost_estimate
 
 settings = parse_settings(pulumi.Config(PROJECT).require_object("settings"))
 secrets = read_secrets(settings)

@@ -26,7 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
-from components.settings import PROJECT, SETTINGS_KEY, STACKS_DIR, parse_settings, read_stack_config  # noqa: E402
+from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config  # noqa: E402
+from components.model import parse_settings  # noqa: E402
 from offline.engine import run_program  # noqa: E402
 from plan import build_plan, stack_config  # noqa: E402
 

@@ -28,17 +28,17 @@ import yaml
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
-from components.report import plan_sections  # noqa: E402
-from components.settings import (  # noqa: E402
+from components.config import (  # noqa: E402
     PROJECT,
     SECRET_KEYS,
     SETTINGS_KEY,
     SettingsError,
-    parse_settings,
     read_stack_config,
     stack_file,
 )
+from components.model import parse_settings  # noqa: E402
 from offline.engine import SECRET, Recording, run_program  # noqa: E402
+from offline.report import plan_sections  # noqa: E402
 
 # kubectl-style apply order among objects that do not depend on each other.
 KIND_RANK = {k: i for i, k in enumerate([

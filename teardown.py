@@ -304,7 +304,8 @@ def default_load_stack(name: str):
     # Imported here so the copy logic and its tests do not depend on the Pulumi program's settings.
     import yaml
 
-    from components.settings import SettingsError, load_stack
+    from components.config import SettingsError
+    from components.model import load_stack
 
     try:
         return load_stack(name)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components.settings import Settings
+from components.config import Settings
+from components.model import preset_of
 
 # Labels and taints the program puts on its node pools. The GPU taint keeps everything but training off
 # the GPUs; Lingjun nodes additionally carry ACK's own `node-role.alibabacloud.com/lingjun` taint (the
@@ -19,7 +20,7 @@ from components.settings import Settings
 POOL_LABEL = "verl-ack/pool"
 GPU_TAINT_KEY = "verl-ack/gpu"
 LINGJUN_TAINT_KEY = "node-role.alibabacloud.com/lingjun"
-# What a workload is for (e.g. `prepull`), read back by the time-to-first-step model (components/latency.py).
+# What a workload is for (e.g. `prepull`), read back by the time-to-first-step model (offline/report/latency.py).
 ROLE_LABEL = "verl-ack/role"
 
 
@@ -54,7 +55,7 @@ TRAINING_SERVICE_ACCOUNT = "verl-train"
 TRACKING_SERVICE_ACCOUNT = "verl-mlflow"
 
 
-# The ALB IngressClass the cloud layer creates (components/ingress.py) when sandbox.domain is set, and the
+# The ALB IngressClass the cloud layer creates (components/cloud/ingress.py) when sandbox.domain is set, and the
 # annotations an Ingress on it needs to listen on 80 and 443 and redirect HTTP to HTTPS (ALB Ingress
 # dictionary: https://www.alibabacloud.com/help/en/cs/user-guide/alb-ingress-configuration-dictionary).
 ALB_INGRESS_CLASS = "alb"
@@ -152,7 +153,7 @@ def dataset_files(s: Settings) -> DatasetFiles:
 
 def model_path(s: Settings) -> str:
     """Key prefix the model staging Job fills with the preset's weights: <models_prefix><dir_name>/."""
-    return f"{s.storage.models_prefix}{s.preset.dir_name}/"
+    return f"{s.storage.models_prefix}{preset_of(s).dir_name}/"
 
 
 def resource_kwargs(manifest: dict) -> dict:

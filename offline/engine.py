@@ -219,4 +219,26 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
         pulumi.runtime.set_all_config({}, [])
         loop.close()
         asyncio.set_event_loop(None)
+    _canonical_order(recording)
     return recording
+
+
+def _canonical_order(recording: Recording) -> None:
+    """Put the registrations in parent-tree order, siblings by type and name.
+
+    The engine registers resources in whatever order their inputs resolve, which varies between runs; a
+    reviewed plan must not reorder itself when nothing changed, so every report reads this order instead.
+    """
+    by_urn = recording.by_urn()
+
+    def path(r: Registration) -> tuple:
+        chain = []
+        while r is not None:
+            chain.append((r.type, r.name))
+            r = by_urn.get(r.parent)
+        return tuple(reversed(chain))
+
+    recording.resources.sort(key=path)
+    for r in recording.resources:
+        r.dependencies = sorted(r.dependencies)
+        r.property_dependencies = {k: sorted(v) for k, v in sorted(r.property_dependencies.items())}

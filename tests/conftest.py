@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from components.settings import PROJECT, SETTINGS_KEY, STACKS_DIR, parse_settings, read_stack_config  # noqa: E402
+from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config  # noqa: E402
+from components.model import parse_settings  # noqa: E402
 from offline.engine import Recording, run_program  # noqa: E402
 from plan import stack_config  # noqa: E402
 

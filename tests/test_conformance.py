@@ -3,7 +3,7 @@ cluster's version (kubernetes-validate, strict: unknown fields are errors)."""
 
 import kubernetes_validate
 
-from components.settings import load_stack
+from components.model import load_stack
 from tests.conftest import record
 
 # Custom resources are checked against their CRDs elsewhere (RayJob: test_training_rayjob.py, SandboxSet:

@@ -5,7 +5,7 @@ import json
 import yaml
 
 import plan
-from components.settings import SECRET_KEYS, STACKS_DIR
+from components.config import SECRET_KEYS, STACKS_DIR
 
 LEAKY = {k: f"sk-LEAK-{k}-5f2a9c" for k in SECRET_KEYS}
 LEAKY["tlsPrivateKey"] = "-----BEGIN PRIVATE KEY-----\nLEAKY\n-----END PRIVATE KEY-----"

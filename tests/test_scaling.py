@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from benchmark import gpu_overrides, sandbox_overrides
-from components.latency import RAYJOB_TYPE
-from components.settings import parse_settings
+from components.model import parse_settings
+from offline.report.latency import RAYJOB_TYPE
 from tests.conftest import record, stack_settings
 
 

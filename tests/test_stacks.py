@@ -5,7 +5,9 @@ import json
 import jsonschema
 import yaml
 
-from components.settings import PROJECT, SCHEMA_PATH, SECRET_KEYS, STACKS_DIR, load_stack, render_schema
+from components.config import PROJECT, SECRET_KEYS, STACKS_DIR
+from components.config.docs import SCHEMA_PATH, SETTINGS_DOC, refresh_settings_doc, render_schema
+from components.model import load_stack
 
 
 def test_every_stack_file_validates_with_the_settings_model_and_layout_rules(stack_name):
@@ -19,8 +21,8 @@ def test_every_stack_file_validates_against_the_generated_json_schema(stack_name
     jsonschema.validate(doc, schema)
 
 
-def test_generated_schema_is_up_to_date_run_python_m_components_settings_to_refresh():
-    assert SCHEMA_PATH.read_text() == render_schema(), "stale: run `python -m components.settings`"
+def test_generated_schema_is_up_to_date_run_python_m_components_config_to_refresh():
+    assert SCHEMA_PATH.read_text() == render_schema(), "stale: run `python -m components.config`"
 
 
 def test_stack_files_point_editors_at_the_schema(stack_name):
@@ -58,8 +60,8 @@ def test_every_setting_has_a_description():
     assert missing == []
 
 
-def test_readme_settings_and_presets_tables_are_current_run_make_schema_to_refresh():
-    from components.settings import REPO_ROOT, refresh_readme
+def test_settings_doc_tables_are_current_run_make_schema_to_refresh():
+    from components.model.presets import render_presets_table
 
-    text = (REPO_ROOT / "README.md").read_text()
-    assert refresh_readme(text) == text, "stale README tables: run `make schema`"
+    text = SETTINGS_DOC.read_text()
+    assert refresh_settings_doc(text, render_presets_table()) == text, "stale docs/settings.md tables: run `make schema`"

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 import plan
-from components.settings import STACKS_DIR
+from components.config import STACKS_DIR
 from tests.conftest import deep_merge
 
 VARIANTS = {

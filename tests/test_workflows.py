@@ -316,7 +316,7 @@ STACKS = ["dev", "existing-ecs", "multinode"]
     (["docs/policy.md", "tests/test_plan.py", ".github/workflows/pr.yml"], []),
     (["stacks/Pulumi.gone.yaml"], []),                       # a deleted stack has nothing to preview
     (["stacks/stack.schema.json"], []),
-    (["components/settings.py"], STACKS),
+    (["components/config/__init__.py"], STACKS),
     (["__main__.py"], STACKS),
     (["policy/verl_ack_policy/checks.py"], STACKS),          # the policy pack changes what preview reports
     (["image/Dockerfile"], STACKS),                          # the program may pin the image by its hash

@@ -7,7 +7,7 @@
 
 The workflows in this folder call it; the decisions are plain functions that tests/test_workflows.py
 exercises. Stack settings are read from `verl-ack:settings` in stacks/Pulumi.<name>.yaml, the keys the
-settings model (components/settings.py) defines: `deploy_on_merge` and `ttl_hours`.
+settings model (components/config/__init__.py) defines: `deploy_on_merge` and `ttl_hours`.
 """
 
 from __future__ import annotations

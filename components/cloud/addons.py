@@ -1,0 +1,204 @@
+"""ACK add-ons (cs.KubernetesAddon, names and versions from `settings.versions.addons`) and KubeRay.
+
+`Addons` installs what the cluster needs before workloads: the OSS/disk CSI pair, the RRSA pod-identity
+webhook, node-problem-detector, ARMS Prometheus (optional), the ALB Ingress controller (when a sandbox domain
+is served), and KubeRay (the ACK add-on, whose API name is unverified, or by default the upstream Helm chart
+pinned to `versions.kuberay`). `SandboxAddons` installs ack-agent-sandbox-controller and then the sandbox
+manager add-on, whose config carries the domain, the ingress class and the admin API key; it comes after the
+ALB configuration (components/cloud/ingress.py), so it is its own component.
+
+Names are checked per region with `cs.get_kubernetes_addons(cluster_id=..., name_regex=...)`; the manager's
+config shape with `cs.get_kubernetes_addon_metadata(cluster_id, name, version).config_schema` (docs/cloud.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_alicloud as alicloud
+import pulumi_kubernetes as k8s
+
+from components.cloud.cluster import CREATE_TIME_ADDON_ROLES
+from components.config import Settings
+from components.wiring import ALB_HTTPS_ANNOTATIONS, ALB_INGRESS_CLASS, system_scheduling
+
+# The controller must not create its own AlbConfig/ALB: components/cloud/ingress.py declares one reusing the ALB
+# Pulumi owns (config key from the SDK/Terraform examples of alb-ingress-controller).
+ALB_ADDON_CONFIG = {"albIngress": {"CreateDefaultALBConfig": False}}
+KUBERAY_NAMESPACE = "kuberay-system"
+KUBERAY_CHART = "kuberay-operator"
+# The Ingress the sandbox manager add-on creates (tutorial: "creates a route named sandbox-manager in the
+# sandbox-system namespace"); the tutorial then adds HTTPS:443 to it by hand, this program patches it.
+SANDBOX_MANAGER_INGRESS = "sandbox-manager"
+
+
+@dataclass(frozen=True)
+class AddonSpec:
+    role: str  # key in settings.versions.addons
+    config: dict | None = None
+
+
+def base_addons(s: Settings) -> list[AddonSpec]:
+    """The add-ons `Addons` installs, in install order."""
+    a = s.versions.addons
+    out = [AddonSpec("csi_plugin"), AddonSpec("csi_provisioner")]
+    if s.storage.auth == "rrsa":
+        out.append(AddonSpec("pod_identity"))  # injects the OIDC token into pods of annotated service accounts
+    for role in ("node_problem_detector", "monitoring"):
+        if a[role].enabled:
+            out.append(AddonSpec(role))
+    if s.sandbox.domain:
+        out.append(AddonSpec("alb", ALB_ADDON_CONFIG))
+    if s.versions.kuberay_source == "addon":
+        out.append(AddonSpec("kuberay"))
+    return out
+
+
+def uses_sandbox_addons(s: Settings) -> bool:
+    return s.sandbox.enabled and s.sandbox.manager == "ack-addon"
+
+
+def retain_addon(s: Settings, role: str) -> bool:
+    """Keep an add-on installed when Pulumi deletes its resource. In an existing cluster every add-on may have
+    been there before this stack and may serve other workloads; in a new cluster the create-time add-ons go
+    with the cluster anyway (ACK may refuse to uninstall them), the others are uninstalled normally."""
+    return s.cluster.mode == "existing" or role in CREATE_TIME_ADDON_ROLES
+
+
+def kuberay_helm_values(s: Settings) -> dict:
+    """Values of the kuberay-operator chart: the operator runs on the system pool, never on the GPUs."""
+    return {"nodeSelector": dict(system_scheduling(s).node_selector)}
+
+
+def sandbox_manager_ingress_patch(s: Settings) -> dict:
+    """Server-side-apply patch of the manager's Ingress: listen on 80 and 443 and redirect HTTP to HTTPS.
+    `pulumi.com/patchForce` lets these annotations win over the add-on's own values for the same keys."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": SANDBOX_MANAGER_INGRESS, "namespace": s.sandbox.namespace,
+                     "annotations": {**ALB_HTTPS_ANNOTATIONS, "pulumi.com/patchForce": "true"}},
+    }
+
+
+def _set_path(target: dict, dotted: str, value) -> None:
+    keys = dotted.split(".")
+    for k in keys[:-1]:
+        target = target.setdefault(k, {})
+    target[keys[-1]] = value
+
+
+def sandbox_manager_config(s: Settings, admin_api_key) -> dict:
+    """Config of the sandbox manager add-on: E2B domain, ingress class and admin API key placed at the key
+    paths `versions.sandbox_manager_config_keys` names (shape unverified; docs/cloud.md says how to check).
+    `admin_api_key` is the secret Output; the caller serialises with Output.json_dumps so it stays secret."""
+    keys = s.versions.sandbox_manager_config_keys
+    out: dict = {}
+    _set_path(out, keys.domain, s.sandbox.domain)
+    _set_path(out, keys.ingress_class, ALB_INGRESS_CLASS)
+    _set_path(out, keys.admin_api_key, admin_api_key)
+    return out
+
+
+@dataclass
+class AddonsArgs:
+    settings: Settings
+    cluster_id: pulumi.Input[str]
+    provider: pulumi.ProviderResource  # the explicit alicloud provider
+    k8s_provider: pulumi.ProviderResource
+    # Add-on pods need nodes; an add-on install only completes once they run (the node pools).
+    nodes_ready: list[pulumi.Resource] = field(default_factory=list)
+
+
+class Addons(pulumi.ComponentResource):
+    """Cluster add-ons and KubeRay. Exposes what other components wait for: csi_ready, pod_identity_ready,
+    alb_ready, kuberay_ready."""
+
+    def __init__(self, name: str, args: AddonsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("verl-ack:addons:Addons", name, None, opts)
+        s = args.settings
+        self.addons: dict[str, alicloud.cs.KubernetesAddon] = {}
+        for spec in base_addons(s):
+            a = s.versions.addons[spec.role]
+            self.addons[spec.role] = alicloud.cs.KubernetesAddon(
+                f"{name}-{spec.role.replace('_', '-')}",
+                cluster_id=args.cluster_id,
+                name=a.name,
+                version=a.version,
+                config=json.dumps(spec.config, sort_keys=True) if spec.config else None,
+                opts=pulumi.ResourceOptions(
+                    # Add-on pods need nodes to run on (the system pool); ACK reports an install failed when
+                    # they stay Pending. Destroy then removes the add-ons before the nodes.
+                    parent=self, provider=args.provider, depends_on=args.nodes_ready,
+                    retain_on_delete=True if retain_addon(s, spec.role) else None),
+            )
+
+        self.kuberay_release: k8s.helm.v3.Release | None = None
+        if s.versions.kuberay_source == "helm":
+            # Upstream chart (the ACK add-on's API name is unverified); never install both.
+            self.kuberay_release = k8s.helm.v3.Release(
+                f"{name}-kuberay",
+                name=KUBERAY_CHART,
+                chart=KUBERAY_CHART,
+                version=s.versions.kuberay,
+                repository_opts={"repo": s.versions.kuberay_chart_repo},
+                namespace=KUBERAY_NAMESPACE,
+                create_namespace=True,
+                values=kuberay_helm_values(s),
+                # The operator Deployment needs a node (the system pool) or the release times out.
+                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=args.nodes_ready),
+            )
+
+        def ready(*roles: str) -> list[pulumi.Resource]:
+            return [self.addons[r] for r in roles if r in self.addons]
+
+        self.csi_ready = ready("csi_plugin", "csi_provisioner")
+        self.pod_identity_ready = ready("pod_identity")
+        self.alb_ready = ready("alb")
+        self.kuberay_ready: list[pulumi.Resource] = (
+            [self.kuberay_release] if self.kuberay_release is not None else ready("kuberay"))
+        self.register_outputs({"addons": {r: a.name for r, a in self.addons.items()}})
+
+
+@dataclass
+class SandboxAddonsArgs:
+    settings: Settings
+    cluster_id: pulumi.Input[str]
+    provider: pulumi.ProviderResource  # the explicit alicloud provider
+    k8s_provider: pulumi.ProviderResource
+    admin_api_key: pulumi.Output[str]  # secret
+    nodes_ready: list[pulumi.Resource] = field(default_factory=list)
+    # The manager creates an Ingress of class `alb` on the sandbox domain: AlbConfig + IngressClass first.
+    ingress_ready: list[pulumi.Resource] = field(default_factory=list)
+
+
+class SandboxAddons(pulumi.ComponentResource):
+    """ack-agent-sandbox-controller, then the sandbox manager add-on (E2B API on the sandbox domain)."""
+
+    def __init__(self, name: str, args: SandboxAddonsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("verl-ack:addons:SandboxAddons", name, None, opts)
+        s = args.settings
+        ctrl = s.versions.addons["sandbox_controller"]
+        mgr = s.versions.addons["sandbox_manager"]
+        retain = s.cluster.mode == "existing"
+        self.controller = alicloud.cs.KubernetesAddon(
+            f"{name}-controller", cluster_id=args.cluster_id, name=ctrl.name, version=ctrl.version,
+            # Its controller and webhook pods need the system pool's nodes.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready,
+                                        retain_on_delete=True if retain else None))
+        self.manager = alicloud.cs.KubernetesAddon(
+            f"{name}-manager", cluster_id=args.cluster_id, name=mgr.name, version=mgr.version,
+            config=pulumi.Output.json_dumps(sandbox_manager_config(s, args.admin_api_key)),
+            # The manager runs on the controller's CRDs and publishes its Ingress through the ALB configuration.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                        depends_on=[self.controller, *args.ingress_ready],
+                                        retain_on_delete=True if retain else None))
+        patch = sandbox_manager_ingress_patch(s)
+        self.https_patch = k8s.networking.v1.IngressPatch(
+            f"{name}-https", metadata=patch["metadata"],
+            # The Ingress exists only once the manager add-on is installed.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=[self.manager]))
+        self.sandbox_ready: list[pulumi.Resource] = [self.controller, self.manager, self.https_patch]
+        self.register_outputs({"controller": ctrl.name, "manager": mgr.name})

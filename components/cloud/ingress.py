@@ -1,0 +1,155 @@
+"""The sandbox domain: an internet ALB Pulumi owns, the TLS certificate, the AlbConfig that hands that ALB to the
+ALB Ingress controller with an HTTP:80 and an HTTPS:443 listener, the `alb` IngressClass, and (with
+`sandbox.dns_zone`) the wildcard and apex CNAME records pointing at the ALB.
+
+Owning the ALB (instead of letting the controller create one) gives its DNS name at deploy time, so the DNS
+records land in the same `pulumi up`. HTTP is redirected to HTTPS per Ingress with the annotation
+`alb.ingress.kubernetes.io/ssl-redirect: "true"` (wiring.ALB_HTTPS_ANNOTATIONS; ALB Ingress dictionary:
+https://www.alibabacloud.com/help/en/cs/user-guide/alb-ingress-configuration-dictionary).
+
+Teardown order: the AlbConfig depends on the controller add-on, so `pulumi destroy` deletes the AlbConfig
+(the controller removes its listeners) before the controller, then the ALB itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_alicloud as alicloud
+import pulumi_kubernetes as k8s
+
+from components.cloud.network import NetworkRefs
+from components.config import Settings
+from components.wiring import ALB_INGRESS_CLASS
+
+ALB_CONTROLLER = "ingress.k8s.alibabacloud/alb"
+DNS_TTL_SECONDS = 600  # the smallest TTL the free Alibaba Cloud DNS edition accepts
+
+
+def certificate_id_suffix(s: Settings) -> str:
+    """`-cn-hangzhou` for certificates in the Chinese-mainland Certificate Management site, `-ap-southeast-1`
+    outside it (AlbConfig CertificateId format); the provider uploads to the site of `region`."""
+    if s.sandbox.tls.certificate_id_suffix:
+        return s.sandbox.tls.certificate_id_suffix
+    mainland = s.region.startswith("cn-") and s.region != "cn-hongkong"
+    return "cn-hangzhou" if mainland else "ap-southeast-1"
+
+
+def alb_zone_mappings(s: Settings, node_vswitch_ids: dict[str, pulumi.Input[str]]) -> list[dict]:
+    """ALB needs two zones: the first two of `zones`, on the node vSwitches."""
+    return [{"zone_id": z, "vswitch_id": node_vswitch_ids[z]} for z in s.zones[:2]]
+
+
+def alb_config_manifest(s: Settings, alb_id: pulumi.Input[str], certificate_id: pulumi.Input[str]) -> dict:
+    """AlbConfig reusing the ALB Pulumi owns (`config.id`, not force-overriding its settings), with HTTP:80 and
+    HTTPS:443 listeners; the certificate is the HTTPS listener's default."""
+    return {
+        "apiVersion": "alibabacloud.com/v1",
+        "kind": "AlbConfig",
+        "metadata": {"name": s.name},
+        "spec": {
+            "config": {"id": alb_id, "forceOverride": False},
+            "listeners": [
+                {"port": 80, "protocol": "HTTP"},
+                {"port": 443, "protocol": "HTTPS",
+                 "certificates": [{"CertificateId": certificate_id, "IsDefault": True}]},
+            ],
+        },
+    }
+
+
+def ingress_class_manifest(s: Settings) -> dict:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "IngressClass",
+        "metadata": {"name": ALB_INGRESS_CLASS},
+        "spec": {"controller": ALB_CONTROLLER,
+                 "parameters": {"apiGroup": "alibabacloud.com", "kind": "AlbConfig", "name": s.name}},
+    }
+
+
+def dns_records(s: Settings) -> dict[str, str]:
+    """Record names (RR) inside dns_zone: the wildcard for the E2B hosts (api.<domain>, <port>-<id>.<domain>)
+    and the domain itself. Empty without dns_zone."""
+    if not (s.sandbox.domain and s.sandbox.dns_zone):
+        return {}
+    rr = s.sandbox.domain.removesuffix("." + s.sandbox.dns_zone)
+    return {"wildcard": f"*.{rr}", "apex": rr}
+
+
+def sandbox_api_url(s: Settings) -> str | None:
+    return f"https://api.{s.sandbox.domain}" if s.sandbox.domain else None
+
+
+@dataclass
+class IngressArgs:
+    settings: Settings
+    network: NetworkRefs
+    tags: dict[str, str]
+    provider: pulumi.ProviderResource  # the explicit alicloud provider
+    k8s_provider: pulumi.ProviderResource
+    tls_certificate: pulumi.Output[str] | None = None  # secret; tls.source=upload
+    tls_private_key: pulumi.Output[str] | None = None  # secret
+    # The ALB Ingress controller add-on: it brings the AlbConfig CRD and must outlive the AlbConfig.
+    controller_ready: list[pulumi.Resource] = field(default_factory=list)
+
+
+class Ingress(pulumi.ComponentResource):
+    """ALB + certificate + AlbConfig + IngressClass + DNS records for `sandbox.domain`."""
+
+    def __init__(self, name: str, args: IngressArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("verl-ack:ingress:Ingress", name, None, opts)
+        s = args.settings
+        tls = s.sandbox.tls
+        cloud = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        self.alb = alicloud.alb.LoadBalancer(
+            f"{name}-alb",
+            load_balancer_name=f"{s.name}-sandbox",
+            vpc_id=args.network.vpc_id,
+            address_type="Internet",
+            address_allocated_mode="Dynamic",
+            load_balancer_edition="Standard",
+            load_balancer_billing_config={"pay_type": "PayAsYouGo"},
+            zone_mappings=alb_zone_mappings(s, args.network.node_vswitch_ids),
+            tags=args.tags,
+            opts=cloud,
+        )
+
+        self.certificate: alicloud.cas.ServiceCertificate | None = None
+        if tls.source == "upload":
+            assert args.tls_certificate is not None and args.tls_private_key is not None  # components/config/secrets.py
+            self.certificate = alicloud.cas.ServiceCertificate(
+                f"{name}-cert", certificate_name=f"{s.name}-sandbox", cert=args.tls_certificate,
+                key=args.tls_private_key, opts=cloud)
+            cas_id: pulumi.Input[str] = self.certificate.id
+        else:
+            assert tls.certificate_id is not None  # settings validation
+            cas_id = tls.certificate_id
+        self.certificate_id = pulumi.Output.concat(cas_id, "-", certificate_id_suffix(s))
+
+        manifest = alb_config_manifest(s, self.alb.id, self.certificate_id)
+        self.alb_config = k8s.apiextensions.CustomResource(
+            f"{name}-albconfig",
+            api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            # The CRD comes with the controller add-on, and on destroy the controller must still run to release
+            # the listeners it made, so the AlbConfig is deleted first.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=args.controller_ready),
+        )
+        cls = ingress_class_manifest(s)
+        self.ingress_class = k8s.networking.v1.IngressClass(
+            f"{name}-class", metadata=cls["metadata"], spec=cls["spec"],
+            # Names the AlbConfig by a plain string.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=[self.alb_config]))
+
+        self.dns_records: dict[str, alicloud.dns.AlidnsRecord] = {}
+        for key, rr in dns_records(s).items():
+            self.dns_records[key] = alicloud.dns.AlidnsRecord(
+                f"{name}-dns-{key}", domain_name=s.sandbox.dns_zone, rr=rr, type="CNAME", value=self.alb.dns_name,
+                ttl=DNS_TTL_SECONDS, opts=cloud)
+
+        self.dns_name = self.alb.dns_name
+        self.ready: list[pulumi.Resource] = [self.alb_config, self.ingress_class]
+        self.register_outputs({"alb_dns_name": self.alb.dns_name, "api_url": sandbox_api_url(s)})

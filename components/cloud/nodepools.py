@@ -1,0 +1,143 @@
+"""Node pools: a small CPU `system` pool for controllers, sandboxes, tracking and data jobs, and the GPU pool the
+training job runs on (Lingjun nodes joined from an EFLO node group, or pay-as-you-go ECS GPU instances that
+the cluster autoscaler scales between `ecs.min_nodes` and `nodes`).
+
+The GPU pool is tainted so only pods tolerating GPU_TAINT_KEY (the training job) land there; the labels and
+tolerations every workload uses come from components/wiring.py, exported here as `scheduling`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from components.cloud.network import NetworkRefs
+from components.config import Settings
+from components.wiring import GPU_TAINT_KEY, Scheduling, gpu_scheduling, system_scheduling
+
+GPUS_PER_NODE_LABEL = "verl-ack/gpus-per-node"
+GPU_MODEL_LABEL = "verl-ack/gpu-model"
+# A Lingjun pool fills from its EFLO node group, so no NodePool field states its size; this label does, for
+# the GPU budget policy (policy/verl_ack_policy) and for readers of `kubectl get nodes -L`.
+MAX_NODES_LABEL = "verl-ack/max-nodes"
+# A Kubernetes label value (apimachinery): free-text gpu_model becomes a label only when it is one.
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def system_pool_labels(s: Settings) -> list[dict]:
+    return [{"key": k, "value": v} for k, v in system_scheduling(s).node_selector.items()]
+
+
+def gpu_pool_labels(s: Settings) -> list[dict]:
+    labels = dict(gpu_scheduling(s).node_selector)
+    labels[GPUS_PER_NODE_LABEL] = str(s.gpu_pool.gpus_per_node)
+    if s.gpu_pool.gpu_model and _LABEL_VALUE.fullmatch(s.gpu_pool.gpu_model):
+        labels[GPU_MODEL_LABEL] = s.gpu_pool.gpu_model
+    if s.gpu_pool.kind == "lingjun":
+        labels[MAX_NODES_LABEL] = str(s.gpu_pool.nodes)
+    return [{"key": k, "value": v} for k, v in labels.items()]
+
+
+def gpu_pool_taints(s: Settings) -> list[dict]:
+    """The taint gpu_scheduling() tolerates; ACK adds its own Lingjun taint to Lingjun nodes."""
+    return [{"key": GPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]
+
+
+def ecs_scaling_config(s: Settings) -> dict:
+    """Autoscaled ECS GPU pool: scales to `min_nodes` (0 = no GPU bills while idle) and up to `nodes`."""
+    assert s.gpu_pool.ecs is not None
+    return {"enable": True, "min_size": s.gpu_pool.ecs.min_nodes, "max_size": s.gpu_pool.nodes, "type": "gpu"}
+
+
+@dataclass
+class NodePoolsArgs:
+    settings: Settings
+    cluster_id: pulumi.Input[str]
+    network: NetworkRefs
+    tags: dict[str, str]
+    provider: pulumi.ProviderResource  # the explicit alicloud provider
+    # Nodes must reach the internet before they join (image pulls): the SNAT entries of a new network.
+    egress_ready: list[pulumi.Resource]
+
+
+class NodePools(pulumi.ComponentResource):
+    """System pool + GPU pool (+ the cluster autoscaler's settings for an autoscaled ECS GPU pool)."""
+
+    gpu_scheduling: Scheduling
+
+    def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("verl-ack:nodepools:NodePools", name, None, opts)
+        s = args.settings
+        sp = s.system_pool
+        gp = s.gpu_pool
+        # New nodes pull images and bootstrap over the internet: the NAT's SNAT entries must exist first.
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.egress_ready)
+
+        self.system = alicloud.cs.NodePool(
+            f"{name}-system",
+            cluster_id=args.cluster_id,
+            node_pool_name=f"{s.name}-system",
+            vswitch_ids=[args.network.node_vswitch_ids[z] for z in s.zones],
+            instance_types=sp.instance_types,
+            instance_charge_type="PostPaid",
+            desired_size=str(sp.nodes),  # a string in pulumi_alicloud 4.0.0
+            system_disk_category="cloud_essd",
+            system_disk_size=sp.system_disk_gib,
+            labels=system_pool_labels(s),
+            tags=args.tags,
+            opts=child,
+        )
+
+        self.autoscaler: alicloud.cs.AutoscalingConfig | None = None
+        if gp.kind == "lingjun":
+            assert gp.lingjun is not None
+            # Lingjun machines are bought and grouped outside Pulumi (quota-gated); the pool joins the node
+            # group's nodes. eflo_node_group is immutable after creation.
+            self.gpu = alicloud.cs.NodePool(
+                f"{name}-gpu",
+                cluster_id=args.cluster_id,
+                node_pool_name=f"{s.name}-gpu",
+                type="lingjun",
+                eflo_node_group={"cluster_id": gp.lingjun.eflo_cluster_id, "group_id": gp.lingjun.eflo_node_group_id},
+                labels=gpu_pool_labels(s),
+                taints=gpu_pool_taints(s),
+                tags=args.tags,
+                opts=child,
+            )
+        else:
+            assert gp.ecs is not None
+            self.gpu = alicloud.cs.NodePool(
+                f"{name}-gpu",
+                cluster_id=args.cluster_id,
+                node_pool_name=f"{s.name}-gpu",
+                vswitch_ids=[args.network.node_vswitch_ids[gp.zone]],
+                instance_types=gp.ecs.instance_types,
+                instance_charge_type="PostPaid",  # pay-as-you-go: a scaled-in node stops billing
+                spot_strategy="NoSpot",  # a reclaimed spot node kills the whole synchronous training job
+                scaling_config=ecs_scaling_config(s),
+                system_disk_category=gp.ecs.system_disk_category,
+                system_disk_size=gp.ecs.system_disk_gib,
+                labels=gpu_pool_labels(s),
+                taints=gpu_pool_taints(s),
+                tags=args.tags,
+                # The autoscaler owns the node count; Pulumi must not reset it on the next `up`.
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["desired_size"])),
+            )
+            if s.cluster.mode == "new":
+                # Node autoscaling is a cluster-wide setting; only a cluster this stack owns gets it configured.
+                self.autoscaler = alicloud.cs.AutoscalingConfig(
+                    f"{name}-autoscaler", cluster_id=args.cluster_id, scale_up_from_zero=True,
+                    scale_down_enabled=True, opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+
+        self.gpu_scheduling = gpu_scheduling(s)
+        # Pods need a node to run on. Everything but training runs on the system pool, so it waits for that
+        # pool only; only the training job waits for the GPU pool. A false edge to the GPU pool would put
+        # add-ons, data staging and sandboxes behind the slowest resource and leave GPUs idle meanwhile
+        # (tests/test_graph.py guards this).
+        self.system_ready: list[pulumi.Resource] = [self.system]
+        self.gpu_ready: list[pulumi.Resource] = [self.gpu]
+        self.register_outputs({"system_pool_id": self.system.node_pool_id, "gpu_pool_id": self.gpu.node_pool_id})
+

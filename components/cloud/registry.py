@@ -1,0 +1,99 @@
+"""The training image: which image the job runs, and the ACR repository a built image is pushed to.
+
+`image.source: official` runs `versions.verl_image` (Docker Hub `verlai/verl`, which ships verl's
+dependencies but not verl) and installs the pinned verl, mlflow and fastmcp at job start through the
+RayJob's runtime env. `image.source: built` runs the image built from `image/` (tag = content hash of
+that folder, what `.github/workflows/image.yml` pushes) from an ACR repository, with nothing installed
+at start. Nodes pull private ACR images through the `managed-aliyun-acr-credential-helper` add-on, so no
+imagePullSecrets are needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from functools import cache
+from pathlib import Path
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from components.config import REPO_ROOT, Settings
+from components.wiring import ClusterRefs
+
+IMAGE_DIR = REPO_ROOT / "image"
+CREDENTIAL_HELPER_ADDON = "managed-aliyun-acr-credential-helper"
+
+
+@cache
+def _image_tag_module():
+    # image/tag.py is shared with the image workflow, which runs it as a script before any install.
+    spec = importlib.util.spec_from_file_location("verl_ack_image_tag", IMAGE_DIR / "tag.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def image_tag(s: Settings, image_dir: Path = IMAGE_DIR) -> str:
+    """The tag a built image carries: the stack's explicit tag, else the content hash of image/."""
+    return s.image.tag or _image_tag_module().image_tag(image_dir)
+
+
+def registry_repository(s: Settings) -> str:
+    """host/namespace/repository the built image is pushed to and pulled from."""
+    if s.image.registry == "existing":
+        return s.image.existing_repository  # type: ignore[return-value]
+    # ACR Personal Edition's VPC endpoint: pulls stay inside the VPC and cost no NAT traffic.
+    host = s.image.registry_host or f"registry-vpc.{s.region}.aliyuncs.com"
+    return f"{host}/{s.image.namespace}/{s.image.repository}"
+
+
+def training_image(s: Settings) -> str:
+    if s.image.source == "official":
+        return s.versions.verl_image
+    return f"{registry_repository(s)}:{image_tag(s)}"
+
+
+def runtime_pip_packages(s: Settings) -> list[str]:
+    """What the job installs at start: the pins the built image bakes in, or nothing when it is built."""
+    if s.image.source == "built":
+        return []
+    # transformers is pinned too: left to the resolver, verl's range would pull the newest 5.x, not the release
+    # verl's CI (and the built image) runs with.
+    v = s.versions
+    return [f"verl=={v.verl}", f"transformers=={v.transformers}", f"mlflow=={v.mlflow}", f"fastmcp=={v.fastmcp}"]
+
+
+class ImageRegistry(pulumi.ComponentResource):
+    """ACR namespace + repository for a built image (when image.source=built) and the credential helper."""
+
+    def __init__(self, name: str, settings: Settings, cluster: ClusterRefs, provider: pulumi.ProviderResource,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("verl-ack:image:Registry", name, None, opts)
+        img = settings.image
+        self.image = training_image(settings)
+        self.ready: list[pulumi.Resource] = []
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        if img.source == "built" and img.registry == "personal":
+            ns = alicloud.cr.Namespace(f"{name}-namespace", name=img.namespace, auto_create=False,
+                                       default_visibility="PRIVATE", opts=child)
+            alicloud.cr.Repo(f"{name}-repo", namespace=ns.name, name=img.repository, repo_type="PRIVATE",
+                             summary="verl training image built from image/ by the image workflow", opts=child)
+        elif img.source == "built" and img.registry == "enterprise":
+            ns = alicloud.cs.RegistryEnterpriseNamespace(
+                f"{name}-namespace", instance_id=img.enterprise_instance_id, name=img.namespace, auto_create=False,
+                default_visibility="PRIVATE", opts=child)
+            alicloud.cs.RegistryEnterpriseRepo(
+                f"{name}-repo", instance_id=img.enterprise_instance_id, namespace=ns.name, name=img.repository,
+                repo_type="PRIVATE", summary="verl training image built from image/ by the image workflow",
+                # Tags are content hashes: the same tag must always mean the same bytes.
+                tag_immutability=True, opts=child)
+        if img.source == "built" and img.credential_helper:
+            cfg = img.credential_helper_config
+            self.ready.append(alicloud.cs.KubernetesAddon(
+                f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=CREDENTIAL_HELPER_ADDON,
+                config=json.dumps(cfg, sort_keys=True) if cfg else None,
+                # In a cluster this stack does not own, the add-on may serve other workloads: keep it on destroy.
+                opts=pulumi.ResourceOptions(parent=self, provider=provider,
+                                            retain_on_delete=True if settings.cluster.mode == "existing" else None)))
+        self.register_outputs({"image": self.image})

@@ -1,0 +1,61 @@
+"""Secret config: read only as secret Outputs, required only when the stack's settings need them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.config import PROJECT, Problem, Settings, SettingsError
+
+
+@dataclass(frozen=True)
+class Secrets:
+    sandbox_api_key: pulumi.Output[str] | None
+    hf_token: pulumi.Output[str] | None
+    modelscope_token: pulumi.Output[str] | None
+    tls_certificate: pulumi.Output[str] | None
+    tls_private_key: pulumi.Output[str] | None
+    oss_access_key_id: pulumi.Output[str] | None
+    oss_access_key_secret: pulumi.Output[str] | None
+
+
+def required_secret_keys(s: Settings) -> list[str]:
+    keys = []
+    if s.sandbox.enabled:
+        keys.append("sandboxApiKey")
+    if s.sandbox.domain and s.sandbox.tls.source == "upload":
+        keys += ["tlsCertificate", "tlsPrivateKey"]
+    if s.storage.auth == "access_key":
+        keys += ["ossAccessKeyId", "ossAccessKeySecret"]
+    return keys
+
+
+def read_secrets(s: Settings, config: pulumi.Config | None = None) -> Secrets:
+    """Secret Outputs for every key that is set; a SettingsError naming each required key that is not."""
+    config = config or pulumi.Config(PROJECT)
+
+    def present(key: str) -> bool:
+        # Presence only: the value is never logged or compared. Pulumi.yaml declares the keys with an
+        # empty default so optional ones may stay unset.
+        return bool(pulumi.runtime.get_config(f"{PROJECT}:{key}"))
+
+    missing = [k for k in required_secret_keys(s) if not present(k)]
+    if missing:
+        raise SettingsError([
+            Problem(field=f"{PROJECT}:{k}",
+                    message=f"required secret is not set; run `pulumi config set --secret {k} <value>`")
+            for k in missing])
+
+    def get(key: str) -> pulumi.Output[str] | None:
+        return config.require_secret(key) if present(key) else None
+
+    return Secrets(
+        sandbox_api_key=get("sandboxApiKey"),
+        hf_token=get("hfToken"),
+        modelscope_token=get("modelscopeToken"),
+        tls_certificate=get("tlsCertificate"),
+        tls_private_key=get("tlsPrivateKey"),
+        oss_access_key_id=get("ossAccessKeyId"),
+        oss_access_key_secret=get("ossAccessKeySecret"),
+    )

@@ -1,0 +1,323 @@
+"""GPU layout planner: resolve the model preset against the stack, then check verl's and vLLM's start-up
+rules and a per-GPU memory estimate before anything is paid for.
+
+Rules are numbered as in `../shared/research/verl_kuberay_agents.md` §3 "Start-up checks" (read from
+verl's `utils/config.py::validate_config`, `workers/fsdp_workers.py`, `workers/config/*.py`,
+`experimental/agent_loop/agent_loop.py`). Rules the program satisfies by construction (it always emits
+exactly one `*_micro_batch_size_per_gpu`, `hybrid_engine=True`, `use_remove_padding=True`,
+`resume_mode=auto`, validation without sampling) are listed in `BY_CONSTRUCTION` so a reader can see every
+rule accounted for. Each finding names the settings field, the rule and a fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from components.config import Settings
+from components.model.presets import ModelPreset, allowed_rollout_tp, preset_of, vllm_tp_ok
+
+GIB = 1024**3
+# CUDA context, NCCL buffers and allocator fragmentation per GPU; a conservative constant (observed
+# 1.5-3 GiB on H100/H20 with NCCL 2.2x), not a measurement of this stack.
+RUNTIME_OVERHEAD_GIB = 2.5
+WARN_FRACTION = 0.90  # warn when the estimated peak passes 90 % of a GPU
+RAY_CPUS_PER_GPU = 3  # verl's placement-group bundle is {CPU: 3, GPU: 1} (single_controller/ray/base.py)
+NODE_RESERVED_CPUS = 4  # kubelet, CSI fuse pods, device plugin, logging daemons
+NODE_RESERVED_MEMORY_GIB = 16
+
+BY_CONSTRUCTION = {
+    "2/6 micro batches": "exactly one of ppo_micro_batch_size / _per_gpu (and log-prob) is always emitted: the _per_gpu form",
+    "4 deprecated total micro batch": "the deprecated total micro batch keys are never emitted",
+    "9 loss_agg_mode": "training.loss_agg_mode is a closed enum in the settings model",
+    "10 val_kwargs": "validation uses greedy decoding (do_sample=False), so no temperature rule applies",
+    "11 sp needs remove_padding": "model.use_remove_padding=True is always emitted",
+    "12 hybrid_engine": "actor_rollout_ref.hybrid_engine=True is always emitted",
+    "13 resume_path": "trainer.resume_mode=auto is always emitted",
+    "7 pipeline parallel": "rollout pipeline parallelism is never set (vLLM/SGLang do not implement it in verl)",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: Literal["error", "warning"]
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Estimated peak GiB per GPU in each phase of a hybrid-engine GRPO step."""
+
+    gpu_gib: float
+    train_gib: float
+    rollout_gib: float
+    vllm_weights_gib: float
+    vllm_share_gib: float
+    host_offload_gib_per_node: float
+    breakdown: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def peak_gib(self) -> float:
+        return max(self.train_gib, self.rollout_gib)
+
+    @property
+    def peak_fraction(self) -> float:
+        return self.peak_gib / self.gpu_gib
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The resolved GPU layout: preset defaults with the stack's overrides applied."""
+
+    model: str
+    hf_id: str
+    nodes: int
+    gpus_per_node: int
+    world_size: int
+    rollout_tp: int
+    rollout_replicas: int
+    actor_param_offload: bool
+    actor_optimizer_offload: bool
+    ref_param_offload: bool
+    gpu_memory_utilization: float
+    ppo_micro_batch_size_per_gpu: int
+    log_prob_micro_batch_size_per_gpu: int
+    ppo_mini_batch_per_gpu: int  # mini batch after verl's normalisation: mini * n / (N / sp)
+    ray_cpus_per_gpu_pod: int
+    memory_gib_per_gpu_pod: int
+    uses_ref: bool
+    memory: MemoryEstimate
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["memory"]["peak_gib"] = round(self.memory.peak_gib, 1)
+        return d
+
+
+def _pick(override, default):
+    return default if override is None else override
+
+
+def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, param_offload: bool,
+                    optimizer_offload: bool, ref_offload: bool, gpu_mem_util: float, micro: int,
+                    uses_ref: bool) -> MemoryEstimate:
+    """Per-GPU memory of the two phases that peak in a verl hybrid-engine step.
+
+    Training phase: verl's FSDP actor loads parameters and optimizer back onto the GPU for the update even
+    when offload is on (offload frees them only between phases), so the update holds the fp32 master
+    parameters (4 B), fp32 gradients (4 B) and Adam moments (8 B) per parameter, sharded over all GPUs, plus
+    activations (gradient checkpointing: one bf16 hidden state per layer, one layer's recompute working set,
+    and fp32 logits with their log-softmax).
+    Rollout phase: vLLM wakes up and takes `gpu_memory_utilization` of the GPU while whatever the actor and
+    reference did not offload stays resident; vLLM's own bf16 weight shard must fit inside its share.
+    """
+    p = preset.params_billion * 1e9
+    gpu = s.gpu_pool.gpu_memory_gib
+    t = s.training
+    tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz
+              else micro * (t.max_prompt_length + t.max_response_length)) / t.ulysses_sequence_parallel_size
+    checkpoints = preset.layers * tokens * preset.hidden_size * 2
+    layer_work = tokens * (preset.hidden_size * 12 + preset.intermediate_size * 4) * 2
+    logits = tokens * preset.vocab_size * 4 * 2
+    # FSDP unshards one layer (and prefetches the next) in bf16 during forward/backward.
+    layer_params = (p / preset.layers) * 2 * 2
+    actor_states = 16 * p / world
+    train = (actor_states + checkpoints + layer_work + logits + layer_params) / GIB + RUNTIME_OVERHEAD_GIB
+
+    resident_actor = (0 if param_offload else 4 * p / world) + (0 if optimizer_offload else 8 * p / world)
+    resident_ref = 0 if (ref_offload or not uses_ref) else 2 * p / world
+    share = gpu_mem_util * gpu
+    rollout = (resident_actor + resident_ref) / GIB + share + RUNTIME_OVERHEAD_GIB
+    vllm_weights = 2 * p / tp / GIB
+
+    gpus_per_node = s.gpu_pool.gpus_per_node
+    host = 0.0
+    if param_offload:
+        host += 4 * p / world
+    if optimizer_offload:
+        host += 8 * p / world
+    if ref_offload and uses_ref:
+        host += 2 * p / world
+    return MemoryEstimate(
+        gpu_gib=gpu,
+        train_gib=round(train, 2),
+        rollout_gib=round(rollout, 2),
+        vllm_weights_gib=round(vllm_weights, 2),
+        vllm_share_gib=round(share, 2),
+        host_offload_gib_per_node=round(host * gpus_per_node / GIB, 2),
+        breakdown={
+            "actor_fp32_params_grads_adam": round(actor_states / GIB, 2),
+            "activation_checkpoints": round(checkpoints / GIB, 2),
+            "recompute_working_set": round(layer_work / GIB, 2),
+            "logits_fp32": round(logits / GIB, 2),
+            "unsharded_layer_bf16": round(layer_params / GIB, 2),
+            "resident_during_rollout": round((resident_actor + resident_ref) / GIB, 2),
+            "runtime_overhead": RUNTIME_OVERHEAD_GIB,
+        },
+    )
+
+
+def resolve_layout(s: Settings) -> Layout:
+    """Apply overrides to the preset. Does not check anything; `check_layout` does."""
+    preset = preset_of(s)
+    m = s.model
+    world = s.gpu_pool.nodes * s.gpu_pool.gpus_per_node
+    tp = _pick(m.rollout_tp, preset.rollout_tp)
+    micro = _pick(m.ppo_micro_batch_size_per_gpu, preset.ppo_micro_batch_size_per_gpu)
+    uses_ref = s.training.use_kl_loss or s.training.use_kl_in_reward
+    po = _pick(m.actor_param_offload, preset.actor_param_offload)
+    oo = _pick(m.actor_optimizer_offload, preset.actor_optimizer_offload)
+    ro = _pick(m.ref_param_offload, preset.ref_param_offload)
+    util = _pick(m.gpu_memory_utilization, preset.gpu_memory_utilization)
+    sp = s.training.ulysses_sequence_parallel_size
+    dp_sp = max(world // sp, 1)
+    mini = s.training.ppo_mini_batch_size * s.training.rollout_n // dp_sp
+    mem = estimate_memory(s, preset, world=world, tp=tp, param_offload=po, optimizer_offload=oo, ref_offload=ro,
+                          gpu_mem_util=util, micro=micro, uses_ref=uses_ref)
+    return Layout(
+        model=preset.key,
+        hf_id=preset.hf_id,
+        nodes=s.gpu_pool.nodes,
+        gpus_per_node=s.gpu_pool.gpus_per_node,
+        world_size=world,
+        rollout_tp=tp,
+        rollout_replicas=max(world // tp, 1),
+        actor_param_offload=po,
+        actor_optimizer_offload=oo,
+        ref_param_offload=ro,
+        gpu_memory_utilization=util,
+        ppo_micro_batch_size_per_gpu=micro,
+        log_prob_micro_batch_size_per_gpu=_pick(m.log_prob_micro_batch_size_per_gpu,
+                                                preset.log_prob_micro_batch_size_per_gpu),
+        ppo_mini_batch_per_gpu=mini,
+        ray_cpus_per_gpu_pod=s.gpu_pool.cpus_per_node - NODE_RESERVED_CPUS,
+        memory_gib_per_gpu_pod=s.gpu_pool.memory_gib_per_node - NODE_RESERVED_MEMORY_GIB,
+        uses_ref=uses_ref,
+        memory=mem,
+    )
+
+
+def _divisors_hint(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values) if values else "none"
+
+
+def check_layout(s: Settings) -> list[Finding]:
+    """Every verl/vLLM start-up rule and the memory fit, as findings (errors refuse the stack)."""
+    L = resolve_layout(s)
+    preset = preset_of(s)
+    t = s.training
+    out: list[Finding] = []
+
+    def err(f: str, m: str) -> None:
+        out.append(Finding("error", f, m))
+
+    def warn(f: str, m: str) -> None:
+        out.append(Finding("warning", f, m))
+
+    N, B, n, sp = L.world_size, t.train_batch_size, t.rollout_n, t.ulysses_sequence_parallel_size
+    tp = L.rollout_tp
+    tp_field = "model.rollout_tp"
+
+    # vLLM: heads (and KV heads) divisible by the rollout TP.
+    if not vllm_tp_ok(preset, tp):
+        ok = [v for v in allowed_rollout_tp(preset, N) if N % v == 0]
+        err(tp_field, f"rollout TP {tp} does not divide {preset.hf_id.split('/')[1]}'s {preset.attention_heads} "
+                      f"attention heads / {preset.kv_heads} KV heads (vLLM rule); use {_divisors_hint(ok)}")
+    # Rule 7: rollout mesh.
+    if N % tp:
+        err(tp_field, f"rollout TP {tp} does not divide the {N} GPUs (rule 7: world % TP == 0); "
+                      f"use a TP that divides {N}")
+    elif tp % min(L.gpus_per_node, tp):
+        err(tp_field, f"rollout TP {tp} neither fits inside a {L.gpus_per_node}-GPU node nor spans whole nodes "
+                      f"(rule 7); use a divisor of {L.gpus_per_node} or a multiple of it")
+    # Ulysses sequence parallel: same head rule, divides the world, needs remove_padding (always on).
+    if sp > 1:
+        if preset.attention_heads % sp or N % sp:
+            err("training.ulysses_sequence_parallel_size",
+                f"sequence parallel {sp} must divide the {preset.attention_heads} attention heads and the {N} GPUs")
+    if not t.use_dynamic_bsz:
+        # Rule 1: (B*n) % N.
+        if (B * n) % N:
+            err("training.train_batch_size",
+                f"train_batch_size x rollout_n = {B}x{n} = {B * n} is not divisible by the {N} GPUs (rule 1); "
+                f"make train_batch_size x rollout_n a multiple of {N}")
+    # Rule 3.
+    if B < t.ppo_mini_batch_size:
+        err("training.ppo_mini_batch_size",
+            f"ppo_mini_batch_size {t.ppo_mini_batch_size} exceeds train_batch_size {B} (rule 3); lower it to <= {B}")
+    # Rule 5: worker normalisation of the mini batch.
+    dp = N // sp if N % sp == 0 else 0
+    if dp:
+        total = t.ppo_mini_batch_size * n
+        if total % dp or total // dp == 0:
+            err("training.ppo_mini_batch_size",
+                f"ppo_mini_batch_size x rollout_n = {total} must be a positive multiple of the {dp} data-parallel "
+                f"ranks (rule 5; verl floors the division silently); use a mini batch whose x{n} is a multiple of {dp}")
+        elif not t.use_dynamic_bsz and L.ppo_mini_batch_per_gpu % L.ppo_micro_batch_size_per_gpu:
+            err("model.ppo_micro_batch_size_per_gpu",
+                f"the per-GPU mini batch {L.ppo_mini_batch_per_gpu} is not divisible by ppo_micro_batch_size_per_gpu "
+                f"{L.ppo_micro_batch_size_per_gpu} (rule 5); use a divisor of {L.ppo_mini_batch_per_gpu}")
+    # Rule 8: agent-loop workers split the batch evenly.
+    if (B * n) % t.agent_num_workers:
+        err("training.agent_num_workers",
+            f"train_batch_size x rollout_n = {B * n} is not divisible by agent_num_workers {t.agent_num_workers} "
+            "(rule 8: DataProto.chunk needs equal chunks); use a divisor such as 8")
+    # Rule 14: the train dataloader drops the last partial batch.
+    rows = s.dataset.train_subset if s.dataset.use_subsets else s.dataset.full_train_rows
+    if rows < B:
+        err("training.train_batch_size",
+            f"train_batch_size {B} is larger than the {rows} training rows (rule 14: drop_last leaves no batch); "
+            f"lower it or raise dataset.train_subset")
+    # Rule 15: group-relative estimators need several samples per prompt.
+    if t.algorithm in ("grpo", "rloo", "grpo_passk", "gpg") and n < 2:
+        err("training.rollout_n", f"{t.algorithm} needs rollout_n >= 2 (rule 15: with one sample every advantage is "
+                                  "zero and nothing is learned); use e.g. 8 or 16")
+    # Rule 16: Ray resources per GPU node.
+    need_cpus = RAY_CPUS_PER_GPU * L.gpus_per_node + 1  # +1: verl's TaskRunner (num_cpus=1) on the head
+    if L.ray_cpus_per_gpu_pod < need_cpus:
+        err("gpu_pool.cpus_per_node",
+            f"a GPU node offers {L.ray_cpus_per_gpu_pod} CPUs to Ray after {NODE_RESERVED_CPUS} reserved, but verl "
+            f"needs {RAY_CPUS_PER_GPU} per GPU plus 1 ({need_cpus}) (rule 16); use a node type with >= "
+            f"{need_cpus + NODE_RESERVED_CPUS} vCPUs or fewer GPUs per node")
+    if t.save_freq == 0:
+        err("training.save_freq", "save_freq 0 is not a frequency; use -1 (never) or a positive step count")
+    if t.test_freq == 0:
+        err("training.test_freq", "test_freq 0 is not a frequency; use -1 (never) or a positive step count")
+    if "mlflow" in t.logger and not s.tracking.enabled:
+        warn("training.logger", "mlflow logging without tracking.enabled writes to the Ray head pod and is lost "
+                                "when the job ends; enable tracking")
+    if t.val_before_train and t.total_training_steps is not None and t.total_training_steps <= 2:
+        warn("training.val_before_train", "a smoke run with val_before_train spends most of its time validating")
+
+    # Memory fit.
+    mem = L.memory
+    if mem.vllm_weights_gib >= mem.vllm_share_gib:
+        err("model.gpu_memory_utilization",
+            f"vLLM's weight shard ({mem.vllm_weights_gib:.1f} GiB at TP {tp}) does not fit in its share "
+            f"({L.gpu_memory_utilization} x {mem.gpu_gib} GiB = {mem.vllm_share_gib:.1f} GiB), leaving no KV cache; "
+            "raise rollout_tp or gpu_memory_utilization, or use GPUs with more memory")
+    elif mem.vllm_weights_gib > 0.8 * mem.vllm_share_gib:
+        warn("model.gpu_memory_utilization",
+             f"vLLM's weights take {mem.vllm_weights_gib:.1f} of its {mem.vllm_share_gib:.1f} GiB; little KV cache "
+             "is left and rollouts will be slow")
+    for phase, gib in (("training", mem.train_gib), ("rollout", mem.rollout_gib)):
+        if gib > mem.gpu_gib:
+            fix = ("use more GPUs (FSDP shards the 16 bytes/parameter of training state over all of them)"
+                   if phase == "training" else
+                   "turn on actor_param_offload/actor_optimizer_offload/ref_param_offload or lower gpu_memory_utilization")
+            err("gpu_pool.gpu_memory_gib",
+                f"estimated {phase} peak {gib:.1f} GiB per GPU exceeds the {mem.gpu_gib} GiB GPU "
+                f"({preset.hf_id.split('/')[1]} on {N} GPUs); {fix}")
+        elif gib > WARN_FRACTION * mem.gpu_gib:
+            warn("gpu_pool.gpu_memory_gib",
+                 f"estimated {phase} peak {gib:.1f} GiB is above {int(WARN_FRACTION * 100)} % of the {mem.gpu_gib} GiB "
+                 "GPU; the estimate is coarse, expect OOM risk")
+    if mem.host_offload_gib_per_node > L.memory_gib_per_gpu_pod:
+        err("gpu_pool.memory_gib_per_node",
+            f"offloaded state needs {mem.host_offload_gib_per_node:.0f} GiB of host memory per node but the pod gets "
+            f"{L.memory_gib_per_gpu_pod} GiB; use more nodes or hosts with more memory")
+    return out

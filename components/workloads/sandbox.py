@@ -1,0 +1,546 @@
+"""Code sandboxes behind the MCP tool the training job calls (`run_code_once`).
+
+What this creates, in `sandbox.namespace`:
+- a SandboxSet (`agents.kruise.io/v1alpha1`) named `sandbox.template_name`: a warm pool of code-interpreter pods.
+  The MCP server claims one per `run_code_once` call and deletes it afterwards; the controller refills the pool.
+- a ClusterIP Service `sandbox.service_name` in front of the sandbox manager's MCP port, which the RayJob reaches
+  at `wiring.mcp_url(settings)`.
+- a NetworkPolicy that isolates the sandbox pods: model-written code runs there.
+- for `sandbox.manager == "open-source"` (clusters without the ACK app market): the upstream agent-sandbox
+  controller (Helm chart: CRDs, webhooks) and a sandbox manager Deployment started with the MCP flags of
+  openkruise/agents PR #165, its ServiceAccount, RBAC and admin-key Secret. With `ack-addon` the cloud layer installs
+  ack-agent-sandbox-controller and ack-sandbox-manager instead, and this component only waits for them.
+
+Facts and their sources: ../shared/research/verl_kuberay_agents.md section 2 (openkruise/agents v0.3.0 and PR #165
+at 136236a8; config/sandbox-manager/*.yaml), the ACK tutorial's sandbox.yaml; docs/sandbox.md lists what is uncertain.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import Settings
+from components.wiring import ClusterRefs, resource_kwargs, system_scheduling
+
+SANDBOXSET_API_VERSION = "agents.kruise.io/v1alpha1"
+
+# The tutorial's runtime wiring: a native-sidecar init container copies envd into a shared emptyDir and the
+# sandbox's postStart hook starts it; the e2b code-interpreter server answers on 49999 (/health, /execute).
+ENVD_DIR = "/mnt/envd"
+ENVD_VOLUME = "envd-volume"
+CODE_INTERPRETER_PORT = 49999
+# Old sandbox-manager builds (<= preview-v0.0.3) ran envd init on claim only with this annotation on the
+# SandboxSet. Since v0.1.0 (openkruise/agents PR #104) the E2B/MCP claim path always initialises the runtime,
+# so the key is a no-op there; it is kept for add-on builds that predate that change. The validating webhook
+# rejects `e2b.agents.kruise.io/` keys on spec.template.metadata, so it must never move into the pod template.
+SHOULD_INIT_ENVD = "e2b.agents.kruise.io/should-init-envd"
+E2B_PREFIX = "e2b.agents.kruise.io/"
+
+# Pod labels of the sandbox manager, per manager kind (see SandboxSettings.manager_selector). The ACK add-on's
+# selector is the tutorial's without `app.kubernetes.io/instance: release-name`: that value is what `helm template`
+# prints when no release name is given, not the add-on's release name, so it would select nothing.
+DEFAULT_MANAGER_SELECTORS: dict[str, dict[str, str]] = {
+    "ack-addon": {"app.kubernetes.io/name": "ack-sandbox-manager", "component": "sandbox-manager"},
+    "open-source": {"app.kubernetes.io/name": "sandbox-manager", "component": "sandbox-manager"},
+}
+
+# Ranges sandboxes may never reach, even with allow_internet. 100.100.100.200 is the ECS instance metadata service
+# (it hands out the node's RAM role credentials); link-local covers other node-local endpoints; the private and
+# shared (100.64/10, Alibaba Cloud internal services) ranges cover the VPC, peered networks and cloud-internal
+# endpoints for clusters whose real ranges differ from the settings (cluster.mode=existing).
+METADATA_CIDR = "100.100.100.200/32"
+ALWAYS_BLOCKED = ("169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+
+# Open-source sandbox manager (config/sandbox-manager in openkruise/agents; PR #165 for MCP).
+MANAGER_NAME = "sandbox-manager"
+MANAGER_CONTAINER = "manager"
+MANAGER_HTTP_PORT = 8080  # E2B REST API (--port)
+MANAGER_SYSTEM_PORT = 7789  # upstream's readiness/startup probe port (pkg/proxy SystemPort)
+MCP_SESSION_SYNC_PORT = 7790  # --mcp-session-sync-port default: peers hand MCP sessions to each other
+MEMBERLIST_PORT = 7946  # --memberlist-bind-port default: peer discovery gossip
+ADMIN_KEY_SECRET = "sandbox-manager-admin-key"
+ADMIN_KEY_ITEM = "admin-key"
+ADMIN_KEY_ENV = "E2B_ADMIN_KEY"
+# The manager stores the API keys it creates in this Secret; its Role may only get/update it, not create it.
+KEY_STORE_SECRET = "e2b-key-store"
+# PR #165 serves MCP at this fixed path (mcp.DefaultServerConfig; there is no flag).
+OPEN_SOURCE_MCP_PATH = "/mcp"
+
+PART_OF = {"app.kubernetes.io/part-of": "verl-ack"}
+
+
+# --------------------------------------------------------------------------------------------- pool size
+@dataclass(frozen=True)
+class PoolSize:
+    """Warm pool size and what it costs on the system pool."""
+
+    demand: int  # run_code_once calls that can be in flight at once
+    pool_min: int
+    pool_cap: int
+    replicas: int  # clamp(demand, pool_min, pool_cap)
+    cpu_per_sandbox: float
+    memory_gib_per_sandbox: float
+    system_cpus: int  # vCPUs of the whole system pool
+    system_memory_gib: int
+
+    @property
+    def capped(self) -> bool:
+        return self.demand > self.pool_cap
+
+    @property
+    def fit_on_system_pool(self) -> int:
+        """Sandboxes the whole system pool could hold if nothing else ran there (an upper bound)."""
+        return min(math.floor(self.system_cpus / self.cpu_per_sandbox),
+                   math.floor(self.system_memory_gib / self.memory_gib_per_sandbox))
+
+
+def cpu_cores(quantity: str) -> float:
+    return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+def memory_gib(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * {"Ki": 2**-20, "Mi": 2**-10, "Gi": 1, "Ti": 2**10}[unit]
+
+
+def pool_size(s: Settings) -> PoolSize:
+    """Every in-flight `run_code_once` claims one warm sandbox (and the pool refills after), so the pool covers
+    one rollout step's worth of concurrent calls: train_batch_size x rollout_n trajectories, each with up to
+    max_parallel_calls tool calls at once. Fewer warm sandboxes make the extra claims create pods on demand
+    (seconds each); the cap bounds what the system pool must hold."""
+    t, sb = s.training, s.sandbox
+    demand = t.train_batch_size * t.rollout_n * t.max_parallel_calls
+    return PoolSize(
+        demand=demand,
+        pool_min=sb.pool_min,
+        pool_cap=sb.pool_cap,
+        replicas=min(max(demand, sb.pool_min), sb.pool_cap),
+        cpu_per_sandbox=cpu_cores(sb.cpu),
+        memory_gib_per_sandbox=memory_gib(sb.memory),
+        system_cpus=s.system_pool.nodes * s.system_pool.cpus_per_node,
+        system_memory_gib=s.system_pool.nodes * s.system_pool.memory_gib_per_node,
+    )
+
+
+# --------------------------------------------------------------------------------------------- labels
+def manager_selector(s: Settings) -> dict[str, str]:
+    return dict(s.sandbox.manager_selector or DEFAULT_MANAGER_SELECTORS[s.sandbox.manager])
+
+
+def sandbox_labels(s: Settings) -> dict[str, str]:
+    """Labels on every sandbox pod (the controller copies the template's labels onto the pods); the
+    NetworkPolicy selects them."""
+    return {"app.kubernetes.io/name": s.sandbox.template_name, "app.kubernetes.io/component": "sandbox", **PART_OF}
+
+
+# --------------------------------------------------------------------------------------------- manifests
+def sandbox_pod_template(s: Settings) -> dict:
+    """The SandboxSet's pod template (a core PodTemplateSpec: the webhook validates it as one)."""
+    sb, v = s.sandbox, s.versions
+    sched = system_scheduling(s)
+
+    def envd_env() -> list[dict]:
+        return [{"name": "ENVD_DIR", "value": ENVD_DIR}]
+
+    def envd_mount() -> list[dict]:
+        return [{"name": ENVD_VOLUME, "mountPath": ENVD_DIR}]
+
+    resources = {"cpu": sb.cpu, "memory": sb.memory}
+    spec: dict = {
+        # Model-written code runs here: no API credentials, no Service environment variables to discover.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(sched.node_selector),
+        "restartPolicy": "Always",
+        "dnsPolicy": "ClusterFirst",
+        # Claimed sandboxes are deleted right after one call; a long grace period only delays the refill.
+        "terminationGracePeriodSeconds": 1,
+        "initContainers": [{
+            "name": "init",
+            "image": v.sandbox_runtime_image,
+            "imagePullPolicy": "IfNotPresent",
+            # A native sidecar (restartPolicy Always on an init container, Kubernetes >= 1.29): it provides envd
+            # under ENVD_DIR for the sandbox's postStart hook. It runs no user code, so it gets no limits of its
+            # own, as in the tutorial.
+            "restartPolicy": "Always",
+            "env": envd_env(),
+            "volumeMounts": envd_mount(),
+        }],
+        "containers": [{
+            "name": "sandbox",
+            "image": v.code_interpreter_image,
+            "imagePullPolicy": "IfNotPresent",
+            "env": envd_env(),
+            "volumeMounts": envd_mount(),
+            "lifecycle": {"postStart": {"exec": {"command": ["bash", f"{ENVD_DIR}/envd-run.sh"]}}},
+            # Ready only once the code interpreter answers; the tutorial's timings (up to ~40 s).
+            "startupProbe": {
+                "httpGet": {"path": "/health", "port": CODE_INTERPRETER_PORT, "scheme": "HTTP"},
+                "initialDelaySeconds": 1, "periodSeconds": 2, "timeoutSeconds": 1,
+                "failureThreshold": 20, "successThreshold": 1,
+            },
+            # requests = limits: a sandbox cannot take more than it reserved, whatever the code does.
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+        }],
+        "volumes": [{"name": ENVD_VOLUME, "emptyDir": {}}],
+    }
+    if sched.tolerations:
+        spec["tolerations"] = [dict(t) for t in sched.tolerations]
+    return {"metadata": {"labels": sandbox_labels(s)}, "spec": spec}
+
+
+def sandboxset_manifest(s: Settings, replicas: Optional[int] = None) -> dict:
+    sb = s.sandbox
+    return {
+        "apiVersion": SANDBOXSET_API_VERSION,
+        "kind": "SandboxSet",
+        "metadata": {
+            "name": sb.template_name,
+            "namespace": sb.namespace,
+            "labels": dict(PART_OF),
+            "annotations": {SHOULD_INIT_ENVD: "true"},
+        },
+        "spec": {
+            "replicas": pool_size(s).replicas if replicas is None else replicas,
+            "template": sandbox_pod_template(s),
+        },
+    }
+
+
+def mcp_service_manifest(s: Settings) -> dict:
+    sb = s.sandbox
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": sb.service_name, "namespace": sb.namespace,
+                     "labels": {"app.kubernetes.io/name": sb.service_name, **PART_OF}},
+        "spec": {
+            # In-cluster only: the training pods call it; nothing outside the cluster needs MCP.
+            "type": "ClusterIP",
+            "selector": manager_selector(s),
+            "ports": [{"name": "http-mcp", "protocol": "TCP", "port": sb.mcp_port, "targetPort": sb.mcp_port}],
+            # MCP Streamable-HTTP sessions live in the manager replica that opened them; PR #165 syncs them
+            # between peers, but keeping a client on one replica does not rely on that.
+            "sessionAffinity": "ClientIP",
+            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}},
+        },
+    }
+
+
+def blocked_cidrs(s: Settings) -> list[str]:
+    """Destinations sandboxes may not reach when allow_internet opens 0.0.0.0/0: the metadata service, the
+    cluster's own ranges from the settings, and the private/shared/link-local ranges."""
+    net = s.cluster.network
+    ranges = [METADATA_CIDR, net.vpc_cidr, *net.node_cidrs, *net.pod_cidrs, net.service_cidr, *ALWAYS_BLOCKED]
+    out: list[str] = []
+    for r in ranges:
+        c = str(ipaddress.ip_network(r, strict=True))
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def network_policy_manifest(s: Settings) -> dict:
+    sb = s.sandbox
+    egress: list[dict] = [{
+        # Name resolution only, and only through the cluster DNS in kube-system.
+        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }]
+    if sb.allow_internet:
+        egress.append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": blocked_cidrs(s)}}]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{sb.template_name}-isolation", "namespace": sb.namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "podSelector": {"matchLabels": sandbox_labels(s)},
+            "policyTypes": ["Ingress", "Egress"],
+            # Only the sandbox manager talks to sandboxes (envd init, /execute from MCP, the E2B proxy).
+            "ingress": [{"from": [{"podSelector": {"matchLabels": manager_selector(s)}}]}],
+            "egress": egress,
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------- open-source
+def manager_args(s: Settings) -> list[str]:
+    sb = s.sandbox
+    sel = manager_selector(s)
+    return [
+        f"--system-namespace={sb.namespace}",
+        "--peer-selector=" + ",".join(f"{k}={v}" for k, v in sorted(sel.items())),
+        # Only this stack's SandboxSets: the manager claims from the pool in its own namespace.
+        f"--sandbox-namespace={sb.namespace}",
+        f"--port={MANAGER_HTTP_PORT}",
+        # Kubernetes expands $(VAR) from the container's env, which reads the key from a Secret: the key never
+        # appears in the Deployment object.
+        f"--e2b-admin-key=$({ADMIN_KEY_ENV})",
+        "--e2b-enable-auth=true",
+        "--mcp-enabled=true",
+        f"--mcp-port={sb.mcp_port}",
+        f"--mcp-session-sync-port={MCP_SESSION_SYNC_PORT}",
+        # No --e2b-domain: settings refuse sandbox.domain with this manager (nothing here serves the E2B domain).
+    ]
+
+
+def manager_service_account_manifest(s: Settings) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": MANAGER_NAME, "namespace": s.sandbox.namespace, "labels": manager_selector(s)}}
+
+
+def manager_cluster_role_name(s: Settings) -> str:
+    # Cluster-scoped: the namespace in the name keeps two stacks on one cluster apart.
+    return f"{MANAGER_NAME}-{s.sandbox.namespace}"
+
+
+def manager_rbac_manifests(s: Settings) -> list[dict]:
+    """ClusterRole/Binding and the key-store Role/Binding of config/sandbox-manager/rbac.yaml at PR #165's head
+    (136236a8), the build the MCP image comes from."""
+    ns, labels, role = s.sandbox.namespace, manager_selector(s), manager_cluster_role_name(s)
+    subject = [{"kind": "ServiceAccount", "name": MANAGER_NAME, "namespace": ns}]
+    rw = ["get", "list", "watch", "update", "patch", "delete", "create"]
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": role, "labels": labels},
+         "rules": [
+             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+             {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "update", "patch"]},
+             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+             {"apiGroups": ["agents.kruise.io"],
+              "resources": ["sandboxes", "sandboxsets", "checkpoints", "sandboxtemplates"], "verbs": rw},
+             {"apiGroups": ["agents.kruise.io"], "resources": ["sandboxes/status", "sandboxsets/status"],
+              "verbs": ["get", "update", "patch"]},
+             {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch"]},
+             {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list", "watch"]},
+         ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": role, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": subject},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": f"{MANAGER_NAME}-key-store", "namespace": ns, "labels": labels},
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [KEY_STORE_SECRET],
+                    "verbs": ["get", "list", "watch", "update", "patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": f"{MANAGER_NAME}-key-store", "namespace": ns, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{MANAGER_NAME}-key-store"},
+         "subjects": subject},
+    ]
+
+
+def key_store_secret_manifest(s: Settings) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": KEY_STORE_SECRET, "namespace": s.sandbox.namespace, "labels": manager_selector(s)}}
+
+
+def admin_key_secret_manifest(s: Settings) -> dict:
+    """The admin key Secret without its value (the component adds it as a secret Output)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": ADMIN_KEY_SECRET, "namespace": s.sandbox.namespace, "labels": manager_selector(s)}}
+
+
+def manager_deployment_manifest(s: Settings) -> dict:
+    sb = s.sandbox
+    sel = manager_selector(s)
+    sched = system_scheduling(s)
+    resources = {"cpu": sb.manager_cpu, "memory": sb.manager_memory}
+    pod_spec: dict = {
+        "serviceAccountName": MANAGER_NAME,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(sched.node_selector),
+        # The image runs as 65532 (dockerfiles/sandbox-manager.Dockerfile).
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": MANAGER_CONTAINER,
+            "image": s.versions.sandbox_manager_image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/sandbox-manager"],
+            "args": manager_args(s),
+            "env": [
+                # The manager manages sandboxes as custom resources (upstream deployment.yaml).
+                {"name": "INFRA", "value": "sandbox-cr"},
+                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": ADMIN_KEY_ENV,
+                 "valueFrom": {"secretKeyRef": {"name": ADMIN_KEY_SECRET, "key": ADMIN_KEY_ITEM}}},
+            ],
+            "ports": [
+                {"name": "http-manager", "containerPort": MANAGER_HTTP_PORT, "protocol": "TCP"},
+                {"name": "http-mcp", "containerPort": sb.mcp_port, "protocol": "TCP"},
+                {"name": "mcp-sync", "containerPort": MCP_SESSION_SYNC_PORT, "protocol": "TCP"},
+                {"name": "memberlist", "containerPort": MEMBERLIST_PORT, "protocol": "TCP"},
+            ],
+            # Upstream's probes (config/sandbox-manager/deployment.yaml).
+            "startupProbe": {"tcpSocket": {"port": MANAGER_SYSTEM_PORT}, "initialDelaySeconds": 10,
+                             "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 30},
+            "readinessProbe": {"tcpSocket": {"port": MANAGER_SYSTEM_PORT}, "initialDelaySeconds": 10,
+                               "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 3},
+            "livenessProbe": {"tcpSocket": {"port": MANAGER_HTTP_PORT}, "initialDelaySeconds": 60,
+                              "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        }],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+    }
+    if sched.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in sched.tolerations]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": MANAGER_NAME, "namespace": sb.namespace, "labels": {**sel, **PART_OF}},
+        "spec": {
+            "replicas": sb.manager_replicas,
+            "selector": {"matchLabels": sel},
+            "template": {
+                "metadata": {"labels": {**sel, **PART_OF},
+                             "annotations": {"kubectl.kubernetes.io/default-container": MANAGER_CONTAINER}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def controller_chart_values(s: Settings) -> dict:
+    """Values for the agents-sandbox-controller chart (keys from its values.yaml at 0.2.0)."""
+    sched = system_scheduling(s)
+    return {
+        "namespace": {"name": s.sandbox.namespace},
+        "nodeSelector": dict(sched.node_selector),
+        "tolerations": [dict(t) for t in sched.tolerations],
+    }
+
+
+# --------------------------------------------------------------------------------------------- component
+@dataclass
+class SandboxArgs:
+    settings: Settings
+    cluster: ClusterRefs
+    # secrets.sandbox_api_key: the open-source manager's admin key (the ACK add-on gets it from the cloud layer).
+    admin_key: Optional[pulumi.Input[str]] = None
+
+
+class Sandboxes(pulumi.ComponentResource):
+    """The warm sandbox pool, the in-cluster MCP Service and their isolation (plus the open-source manager)."""
+
+    def __init__(self, name: str, args: SandboxArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("verl-ack:sandbox:Sandboxes", name, None, opts)
+        s = args.settings
+        provider = args.cluster.k8s_provider
+
+        def child(depends_on: list[pulumi.Resource], **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on, **extra)
+
+        if s.sandbox.manager == "open-source":
+            if args.admin_key is None:
+                raise ValueError("sandbox.manager=open-source needs the sandboxApiKey secret as its admin key")
+            # The chart brings the CRDs, the controller and its webhooks; it waits for the controller to be
+            # ready (Helm --wait), so the SandboxSet below is admitted by a running webhook. It needs the
+            # node pools (cluster.ready) to schedule onto. create_namespace: the chart creates no Namespace.
+            self.controller = k8s.helm.v3.Release(
+                f"{name}-controller",
+                name="sandbox-controller",
+                chart=s.versions.sandbox_controller_chart,
+                version=s.versions.sandbox_controller_chart_version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=s.versions.sandbox_chart_repo),
+                namespace=s.sandbox.namespace,
+                create_namespace=True,
+                values=controller_chart_values(s),
+                opts=child(list(args.cluster.ready)),
+            )
+            # Everything namespaced below lives in the namespace the release creates.
+            platform: list[pulumi.Resource] = [self.controller]
+            sa = k8s.core.v1.ServiceAccount(
+                f"{name}-manager-sa", **resource_kwargs(manager_service_account_manifest(s)), opts=child(platform))
+            rbac = []
+            for m in manager_rbac_manifests(s):
+                cls = {"ClusterRole": k8s.rbac.v1.ClusterRole, "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
+                       "Role": k8s.rbac.v1.Role, "RoleBinding": k8s.rbac.v1.RoleBinding}[m["kind"]]
+                suffix = {"ClusterRole": "cluster-role", "ClusterRoleBinding": "cluster-role-binding",
+                          "Role": "key-store-role", "RoleBinding": "key-store-role-binding"}[m["kind"]]
+                rbac.append(cls(f"{name}-manager-{suffix}", **resource_kwargs(m), opts=child(platform)))
+            # The manager writes the keys it issues into this Secret; Pulumi owns only its existence.
+            key_store = k8s.core.v1.Secret(
+                f"{name}-key-store", **resource_kwargs(key_store_secret_manifest(s)),
+                opts=child(platform, ignore_changes=["data"]))
+            admin = k8s.core.v1.Secret(
+                f"{name}-admin-key", **resource_kwargs(admin_key_secret_manifest(s)),
+                string_data={ADMIN_KEY_ITEM: args.admin_key}, opts=child(platform))
+            # The pod reads the admin key, the key store and its RBAC at start; without them it crash-loops.
+            self.manager = k8s.apps.v1.Deployment(
+                f"{name}-manager", **resource_kwargs(manager_deployment_manifest(s)),
+                opts=child([sa, key_store, admin, *rbac]))
+        else:
+            # ack-agent-sandbox-controller and ack-sandbox-manager (cluster.addons.sandbox) create the namespace,
+            # the CRD, its webhooks and the manager.
+            platform = list(args.cluster.addons.sandbox) + list(args.cluster.ready)
+
+        # The SandboxSet needs its CRD and admission webhook (platform). On destroy the same dependency deletes
+        # the SandboxSet (and so its sandboxes) before the controller that removes their finalizers goes away.
+        set_manifest = sandboxset_manifest(s)
+        self.sandbox_set = k8s.apiextensions.CustomResource(
+            f"{name}-pool",
+            api_version=set_manifest["apiVersion"], kind=set_manifest["kind"],
+            metadata=set_manifest["metadata"], spec=set_manifest["spec"],
+            opts=child(platform))
+        # Both live in the sandbox namespace the platform creates.
+        self.mcp_service = k8s.core.v1.Service(
+            f"{name}-mcp", **resource_kwargs(mcp_service_manifest(s)), opts=child(platform))
+        self.network_policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-isolation", **resource_kwargs(network_policy_manifest(s)), opts=child(platform))
+
+        pool = pool_size(s)
+        if pool.replicas > pool.fit_on_system_pool:
+            # Not an error: an oversized pool still works (the extra sandboxes stay Pending), but it wastes the
+            # point of a warm pool, so say it where `pulumi preview` shows it.
+            pulumi.log.warn(f"sandbox.pool_cap: {pool.replicas} warm sandboxes need more than the system pool's "
+                            f"{pool.system_cpus} vCPU / {pool.system_memory_gib} GiB (at most "
+                            f"{pool.fit_on_system_pool} fit); lower sandbox.pool_cap or sandbox.cpu/memory, or add "
+                            "system_pool nodes", self)
+        self.pool_replicas = pool.replicas
+        self.register_outputs({"pool_replicas": self.pool_replicas, "mcp_service": self.mcp_service.metadata["name"]})
+
+
+# --------------------------------------------------------------------------------------------- plan
+def sandbox_section(s: Settings, recording):
+    """Plan section: the warm pool's computed size, its cap and what it asks of the system pool."""
+    from components.wiring import mcp_url
+    from offline.report import Section, _table  # report imports the builders; import here to avoid a cycle
+
+    sb, t = s.sandbox, s.training
+    if not sb.enabled:
+        return Section("sandbox", "Sandboxes", "sandbox.enabled is false: no sandboxes, no MCP tool.", {})
+    p = pool_size(s)
+    rows = [
+        ("manager", sb.manager),
+        ("in-flight run_code_once (demand)", f"train_batch_size {t.train_batch_size} x rollout_n {t.rollout_n} x "
+                                             f"max_parallel_calls {t.max_parallel_calls} = {p.demand}"),
+        ("pool_min / pool_cap", f"{p.pool_min} / {p.pool_cap}"),
+        ("SandboxSet replicas = clamp(demand, pool_min, pool_cap)",
+         f"**{p.replicas}**" + (" (capped: further claims create sandboxes on demand)" if p.capped else "")),
+        ("warm pool requests", f"{p.replicas * p.cpu_per_sandbox:g} vCPU, "
+                               f"{p.replicas * p.memory_gib_per_sandbox:g} GiB ({sb.cpu} CPU / {sb.memory} each)"),
+        ("system pool", f"{p.system_cpus} vCPU, {p.system_memory_gib} GiB: at most {p.fit_on_system_pool} sandboxes "
+                        "if nothing else ran there"),
+        ("MCP endpoint", f"`{mcp_url(s)}`"),
+        ("sandbox egress", "DNS, and the internet except cluster/VPC/private ranges and 100.100.100.200"
+                           if sb.allow_internet else "DNS only"),
+    ]
+    md = _table(rows, ("sandbox pool", "value"))
+    if p.replicas > p.fit_on_system_pool:
+        md += (f"\n\n- **warning** `sandbox.pool_cap`: {p.replicas} warm sandboxes need "
+               f"{p.replicas * p.cpu_per_sandbox:g} vCPU / {p.replicas * p.memory_gib_per_sandbox:g} GiB but the "
+               f"system pool has {p.system_cpus} vCPU / {p.system_memory_gib} GiB; at most {p.fit_on_system_pool} "
+               "can run and the rest stay Pending. Lower sandbox.pool_cap or sandbox.cpu/memory, or add system_pool "
+               "nodes.")
+    data = {"demand": p.demand, "pool_min": p.pool_min, "pool_cap": p.pool_cap, "replicas": p.replicas,
+            "capped": p.capped, "fit_on_system_pool": p.fit_on_system_pool, "mcp_url": mcp_url(s)}
+    return Section("sandbox", "Sandboxes", md, data)

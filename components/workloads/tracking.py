@@ -1,0 +1,228 @@
+"""MLflow tracking server that outlives the training job.
+
+verl's MLflow logger and rollout tracer default to `sqlite:////tmp/mlruns.db` inside the Ray driver pod, which
+is deleted with the Ray cluster. This component runs one MLflow server in `job.namespace` on the system pool:
+
+- backend store: sqlite on a cloud-disk PVC (`tracking.storage_class`). A disk is ReadWriteOnce, so one replica
+  and `strategy: Recreate` (a rolling update would start the new pod while the old one holds the disk);
+- artifacts: served by the server itself (`--serve-artifacts`, clients upload through it) into an OSS CSI volume on
+  the bucket's `storage.tracking_prefix`. MLflow has no built-in OSS artifact store (3.18 registers s3, gs,
+  wasbs, hdfs, ...); `s3://` against OSS's S3-compatible endpoint would need an AccessKey (boto3 cannot assume a
+  RAM role through ACK's RRSA OIDC tokens), and the `aliyunstoreplugin` package is unmaintained since 2020 and
+  also key-based. The CSI volume reuses the cluster's RRSA setup and keeps the server free of cloud credentials;
+- a ClusterIP Service `mlflow:5000`, never exposed on the ALB (`kubectl port-forward`, exported as a command).
+
+MLflow >= 3.5 rejects requests whose Host header is not localhost or a private IP (DNS-rebinding protection), so
+the Service's DNS names are passed in `--allowed-hosts`; /health stays exempt, which the probes use.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import Settings
+from components.wiring import (
+    MLFLOW_PORT,
+    MLFLOW_SERVICE,
+    ClusterRefs,
+    StorageRefs,
+    WorkloadIdentity,
+    resource_kwargs,
+    system_scheduling,
+    tracking_uri,
+)
+from components.workloads.training.volumes import OSSFS_READ_WRITE_OPTS, OssVolume, persistent_volume, persistent_volume_claim
+
+BACKEND_DIR = "/mlflow/backend"
+ARTIFACTS_DIR = "/mnt/artifacts"
+BACKEND_PVC = "mlflow-backend"
+NOBODY = 65534
+LABELS = {"app.kubernetes.io/name": MLFLOW_SERVICE, "app.kubernetes.io/component": "tracking",
+          "app.kubernetes.io/part-of": "verl-ack"}
+RAY_DASHBOARD_PORT = 8265
+
+
+def artifacts_volume(s: Settings) -> OssVolume:
+    """The OSS volume of the artifact store: ossfs 1.0 (general read-write), files owned by the server's uid."""
+    return OssVolume(
+        kind="tracking",  # type: ignore[arg-type]  # a fourth kind next to the training volumes
+        # PVs are cluster-scoped: the environment name keeps two stacks on one cluster apart.
+        name=f"{s.name}-mlflow-artifacts",
+        prefix=s.storage.tracking_prefix,
+        fuse_type="ossfs",
+        access_mode="ReadWriteMany",
+        # The server runs as an unprivileged uid; ossfs presents the files as that uid's so it may write them.
+        other_opts=f"{OSSFS_READ_WRITE_OPTS} -o uid={NOBODY} -o gid={NOBODY}",
+        mount_path=ARTIFACTS_DIR,
+    )
+
+
+def allowed_hosts(s: Settings) -> list[str]:
+    """Host headers the server accepts: every in-cluster name of the Service, and localhost for port-forward."""
+    ns = s.job.namespace
+    names = [MLFLOW_SERVICE, f"{MLFLOW_SERVICE}.{ns}", f"{MLFLOW_SERVICE}.{ns}.svc",
+             f"{MLFLOW_SERVICE}.{ns}.svc.cluster.local"]
+    return [h for n in names for h in (n, f"{n}:{MLFLOW_PORT}")] + ["localhost:*", "127.0.0.1:*"]
+
+
+def server_command(s: Settings) -> list[str]:
+    return [
+        "mlflow", "server",
+        "--host", "0.0.0.0",
+        "--port", str(MLFLOW_PORT),
+        "--backend-store-uri", f"sqlite:///{BACKEND_DIR}/mlflow.db",
+        "--serve-artifacts",
+        "--artifacts-destination", ARTIFACTS_DIR,
+        "--allowed-hosts", ",".join(allowed_hosts(s)),
+    ]
+
+
+def backend_pvc_manifest(s: Settings) -> dict:
+    t = s.tracking
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": BACKEND_PVC, "namespace": s.job.namespace, "labels": dict(LABELS)},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": t.storage_class,
+                 "resources": {"requests": {"storage": f"{t.disk_gib}Gi"}}},
+    }
+
+
+def deployment_manifest(s: Settings, service_account: str) -> dict:
+    t = s.tracking
+    sched = system_scheduling(s)
+    resources = {"cpu": t.cpu, "memory": t.memory}
+
+    def health(**timing) -> dict:
+        return {"httpGet": {"path": "/health", "port": "http"}, **timing}
+
+    pod_spec: dict = {
+        "serviceAccountName": service_account,
+        # The server calls neither the Kubernetes API nor OSS (artifacts go through the CSI volume).
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(sched.node_selector),
+        # OnRootMismatch: chown the disk once, never walk the (large) artifact tree on restart.
+        "securityContext": {"runAsNonRoot": True, "runAsUser": NOBODY, "runAsGroup": NOBODY, "fsGroup": NOBODY,
+                            "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "mlflow",
+            "image": s.versions.mlflow_image,
+            "command": server_command(s),
+            "env": [{"name": "HOME", "value": "/tmp"}],  # the root filesystem is read-only
+            "ports": [{"name": "http", "containerPort": MLFLOW_PORT, "protocol": "TCP"}],
+            # First start creates the sqlite schema (migrations): give it up to ~3 minutes.
+            "startupProbe": health(periodSeconds=5, failureThreshold=36),
+            "readinessProbe": health(periodSeconds=10, timeoutSeconds=5, failureThreshold=3),
+            "livenessProbe": health(periodSeconds=20, timeoutSeconds=5, failureThreshold=6),
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [
+                {"name": "backend", "mountPath": BACKEND_DIR},
+                {"name": "artifacts", "mountPath": ARTIFACTS_DIR},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+        }],
+        "volumes": [
+            {"name": "backend", "persistentVolumeClaim": {"claimName": BACKEND_PVC}},
+            {"name": "artifacts", "persistentVolumeClaim": {"claimName": artifacts_volume(s).name}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
+        ],
+    }
+    if sched.tolerations:
+        pod_spec["tolerations"] = [dict(x) for x in sched.tolerations]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": MLFLOW_SERVICE, "namespace": s.job.namespace, "labels": dict(LABELS)},
+        "spec": {
+            # sqlite on a ReadWriteOnce disk: exactly one writer, and the old pod must release the disk first.
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": dict(LABELS)},
+            "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod_spec},
+        },
+    }
+
+
+def service_manifest(s: Settings) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": MLFLOW_SERVICE, "namespace": s.job.namespace, "labels": dict(LABELS)},
+        # ClusterIP only: MLflow has no authentication here; reach it with kubectl port-forward.
+        "spec": {"type": "ClusterIP", "selector": dict(LABELS),
+                 "ports": [{"name": "http", "protocol": "TCP", "port": MLFLOW_PORT, "targetPort": "http"}]},
+    }
+
+
+def port_forward_commands(s: Settings) -> dict[str, str]:
+    """kubectl commands for the two UIs that are deliberately not exposed. KubeRay gives a RayJob's head a
+    stable Service `<rayjob name>-head-svc` (utils.GenerateHeadServiceName for RayJobCRD), which follows the
+    job across retries, unlike the generated RayCluster name."""
+    ns = shlex.quote(s.job.namespace)
+    out = {"ray_dashboard_port_forward":
+           f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{s.job.name}-head-svc "
+           f"{RAY_DASHBOARD_PORT}:{RAY_DASHBOARD_PORT}"}
+    if s.tracking.enabled:
+        out["mlflow_port_forward"] = (f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{MLFLOW_SERVICE} "
+                                      f"{MLFLOW_PORT}:{MLFLOW_PORT}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- component
+@dataclass
+class TrackingArgs:
+    settings: Settings
+    cluster: ClusterRefs
+    storage: StorageRefs
+    identity: WorkloadIdentity
+
+
+class Tracking(pulumi.ComponentResource):
+    """The MLflow server, its backend disk, its artifact volume and its Service."""
+
+    def __init__(self, name: str, args: TrackingArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("verl-ack:tracking:Tracking", name, None, opts)
+        s = args.settings
+        if not s.tracking.enabled:
+            raise ValueError("Tracking is created only when tracking.enabled is true")
+        provider = args.cluster.k8s_provider
+        ns = args.identity.namespace
+        st = args.storage
+
+        def child(depends_on: list[pulumi.Resource], **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on, **extra)
+
+        # Namespaced objects wait for the workload namespace; volumes also for the CSI drivers that serve them.
+        in_namespace = list(args.identity.resources)
+        csi = list(args.cluster.addons.csi)
+        vol = artifacts_volume(s)
+        self.artifacts_pv = k8s.core.v1.PersistentVolume(
+            f"{name}-artifacts-pv",
+            **resource_kwargs(persistent_volume(
+                s, vol, namespace=ns, bucket=st.bucket_name, endpoint=st.endpoint, auth=st.auth,
+                role_name=st.csi_role_name, access_key_secret=st.access_key_secret_name)),
+            # OSS capacity is nominal; changing it must not replace a bound volume (see training.py).
+            opts=child(csi, ignore_changes=["spec.capacity"]))
+        # The claim names the PV by a plain string: the edge makes Pulumi create the PV first.
+        self.artifacts_pvc = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-artifacts-pvc", **resource_kwargs(persistent_volume_claim(s, vol, namespace=ns)),
+            opts=child([*in_namespace, self.artifacts_pv], ignore_changes=["spec.resources"]))
+        self.backend_pvc = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-backend-pvc", **resource_kwargs(backend_pvc_manifest(s)), opts=child([*in_namespace, *csi]))
+        # The pod mounts both claims by name and runs on the system pool (cluster.ready).
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-server", **resource_kwargs(deployment_manifest(s, args.identity.tracking_service_account)),
+            opts=child([*in_namespace, self.backend_pvc, self.artifacts_pvc, *args.cluster.ready]))
+        self.service = k8s.core.v1.Service(
+            f"{name}-service", **resource_kwargs(service_manifest(s)), opts=child(in_namespace))
+        self.tracking_uri = tracking_uri(s)
+        self.register_outputs({"tracking_uri": self.tracking_uri})
+

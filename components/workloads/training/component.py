@@ -1,0 +1,176 @@
+"""The training job: OSS volumes, verl config files, the MCP servers Secret and the KubeRay RayJob.
+
+Wiring only; every manifest comes from a pure function (volumes.py, verl_config.py, rayjob.py) that the tests
+call directly. KubeRay's controller rules run here, at preview, before anything is applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.config import Settings
+from components.model.layout import resolve_layout
+from components.wiring import (
+    TRAINING_SERVICE_ACCOUNT,
+    ClusterRefs,
+    Scheduling,
+    StorageRefs,
+    WorkloadIdentity,
+    gpu_scheduling,
+    mcp_url,
+)
+from components.workloads.training.rayjob import check_rayjob, pod_wiring, rayjob_manifest
+from components.workloads.training.verl_config import MCP_FILE, config_files, mcp_servers_document, tool_config
+from components.workloads.training.volumes import (
+    checkpoint_dir,
+    checkpoint_key_prefix,
+    dataset_paths,
+    model_dir,
+    oss_volumes,
+    persistent_volume,
+    persistent_volume_claim,
+)
+
+
+@dataclass
+class TrainingJobArgs:
+    settings: Settings
+    cluster: ClusterRefs
+    gpu: Scheduling  # the GPU pool's node selector and tolerations (wiring.gpu_scheduling)
+    storage: StorageRefs
+    identity: WorkloadIdentity
+    # The sandbox manager's API key (secret Output); required when sandbox.enabled.
+    sandbox_api_key: Optional[pulumi.Input[str]] = None
+    # Components the RayJob must wait for besides the cluster's add-ons: the dataset and model staging Jobs
+    # (awaited until complete), the MLflow server and the sandbox MCP Service.
+    wait_for: list[pulumi.Resource] = field(default_factory=list)
+
+
+class TrainingJob(pulumi.ComponentResource):
+    def __init__(self, name: str, args: TrainingJobArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("verl-ack:training:TrainingJob", name, None, opts)
+        s = args.settings
+        layout = resolve_layout(s)
+        ns = args.identity.namespace
+        provider = args.cluster.k8s_provider
+
+        def child(*deps: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(deps), **extra)
+
+        # ---- OSS volumes
+        volumes = oss_volumes(s)
+        claims: list[pulumi.Resource] = []
+        for kind, vol in volumes.items():
+            pv = persistent_volume(
+                s, vol, namespace=ns, bucket=args.storage.bucket_name, endpoint=args.storage.endpoint,
+                auth=args.storage.auth, role_name=args.storage.csi_role_name,
+                access_key_secret=args.storage.access_key_secret_name)
+            pv_res = k8s.core.v1.PersistentVolume(
+                f"{name}-{kind}-pv", metadata=pv["metadata"], spec=pv["spec"],
+                # The OSS CSI driver serves these volumes; on destroy they go before it. OSS enforces no size: the
+                # capacity is nominal, and a change to it must not replace a bound volume (a replaced claim
+                # cannot bind the Released volume and `up` would hang).
+                opts=child(*args.cluster.addons.csi, ignore_changes=["spec.capacity"]))
+            pvc = persistent_volume_claim(s, vol, namespace=ns)
+            claims.append(k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{kind}-pvc", metadata=pvc["metadata"], spec=pvc["spec"],
+                # The claim names its volume by a plain string: wait for the PV so the claim binds at once (the
+                # provider awaits Bound), and for the namespace it lives in.
+                opts=child(pv_res, *args.identity.resources, ignore_changes=["spec.resources"])))
+
+        # ---- verl config files (not secret) and the MCP servers file (secret)
+        wiring = pod_wiring(s, namespace=ns, service_account=args.identity.training_service_account)
+        config_map = k8s.core.v1.ConfigMap(
+            f"{name}-config",
+            metadata={"name": wiring.config_map, "namespace": ns,
+                      "labels": {"app.kubernetes.io/part-of": "verl-ack"}},
+            data=config_files(s),
+            # The namespace must exist first.
+            opts=child(*args.identity.resources))
+        job_deps: list[pulumi.Resource] = [*claims, config_map]
+        if wiring.mcp_secret:
+            if args.sandbox_api_key is None:
+                raise ValueError("sandbox.enabled needs the sandboxApiKey secret for the MCP servers file")
+            document = pulumi.Output.secret(pulumi.Output.json_dumps(mcp_servers_document(s, args.sandbox_api_key)))
+            job_deps.append(k8s.core.v1.Secret(
+                f"{name}-mcp",
+                metadata={"name": wiring.mcp_secret, "namespace": ns,
+                          "labels": {"app.kubernetes.io/part-of": "verl-ack"}},
+                type="Opaque",
+                string_data={MCP_FILE: document},
+                # The namespace must exist first.
+                opts=child(*args.identity.resources)))
+
+        # ---- the RayJob
+        manifest = rayjob_manifest(s, layout, args.gpu, wiring)
+        check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=volumes["checkpoints"].name)
+        self.entrypoint: str = manifest["spec"]["entrypoint"]
+        self.rayjob = k8s.apiextensions.CustomResource(
+            f"{name}-rayjob",
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=child(
+                # Pods mount the claims, ConfigMap and Secret by name; they start only once those exist. KubeRay's
+                # CRD and operator, the service account (identity), the system pool (cluster.ready) and wait_for
+                # (the GPU node pool, the staged data and model, MLflow, the MCP Service) must be there too.
+                *job_deps, *args.cluster.addons.kuberay, *args.identity.resources, *args.cluster.ready,
+                *args.wait_for,
+                # A RayJob runs once: KubeRay does not resubmit a job whose spec changes. Replace it instead, and
+                # delete first because the name is fixed.
+                replace_on_changes=["spec"], delete_before_replace=True))
+        self.register_outputs({"entrypoint": self.entrypoint, "rayjob_name": s.job.name})
+
+
+# --------------------------------------------------------------------------------------------- plan
+def training_section(s: Settings, recording):
+    """Plan section: the Ray cluster, what verl reads and writes, the tools and the job's lifecycle."""
+    from offline.report import Section, _table  # report imports the builders; import here to avoid a cycle
+
+    layout = resolve_layout(s)
+    recorded = [r for r in recording.by_type("kubernetes:ray.io/v1:RayJob") if r.name.endswith("-rayjob")]
+    if recorded:
+        manifest = {k: v for k, v in recorded[0].inputs.items() if not k.startswith("__")}
+    else:  # a program run without the component (e.g. a partial plan): show what it would render
+        wiring = pod_wiring(s, namespace=s.job.namespace, service_account=TRAINING_SERVICE_ACCOUNT)
+        manifest = rayjob_manifest(s, layout, gpu_scheduling(s), wiring)
+    spec = manifest["spec"]
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    container = head["containers"][0]
+    limits = container["resources"]["limits"]
+    shm = next(v["emptyDir"]["sizeLimit"] for v in head["volumes"] if v["name"] == "dshm")
+    workers = sum(g["replicas"] for g in spec["rayClusterSpec"].get("workerGroupSpecs", []))
+    tools = [t["tool_schema"]["function"]["name"] for t in tool_config(s)["tools"]]
+    vols = oss_volumes(s)
+    train, val = dataset_paths(s)
+    # A built image installs nothing at start: its runtime env carries PYTHONPATH but no `pip` list.
+    pip = (yaml.safe_load(spec["runtimeEnvYAML"]) or {}).get("pip", []) if "runtimeEnvYAML" in spec else []
+    rows = [
+        ("RayJob", f"`{manifest['metadata']['namespace']}/{manifest['metadata']['name']}` ({spec['submissionMode']}, "
+                   f"KubeRay {s.versions.kuberay}, Ray {spec['rayClusterSpec']['rayVersion']})"),
+        ("Ray cluster", f"GPU head (trains) + {workers} GPU worker(s) = {layout.nodes} node(s)"),
+        ("each GPU pod", f"{limits['nvidia.com/gpu']} GPUs, {limits['cpu']} CPUs, {limits['memory']} memory, "
+                         f"/dev/shm {shm}"),
+        ("image", f"`{container['image']}`"),
+        ("installed at start", ", ".join(f"`{p}`" for p in pip) or "nothing (built image)"),
+        ("lifecycle", f"cluster deleted {spec['ttlSecondsAfterFinished']} s after the job; deadline "
+                      f"{spec['activeDeadlineSeconds']} s; must be running within "
+                      f"{spec.get('preRunningDeadlineSeconds', '-')} s; retries {spec['backoffLimit']}"),
+        ("train / val files", f"`{train}`, `{val}`"),
+        ("model", f"`{model_dir(s)}`"),
+        ("checkpoints", f"`{checkpoint_dir(s)}` = `{checkpoint_key_prefix(s)}` in the bucket "
+                        f"(save {', '.join(s.training.save_contents)}; resume_mode auto)"),
+        ("volumes", ", ".join(f"{k}: {v.fuse_type} {v.access_mode} `{v.prefix}`" for k, v in vols.items())),
+        ("tools", ", ".join(f"`{t}`" for t in tools) + (f" (MCP `{mcp_url(s)}`)" if s.sandbox.enabled else "")),
+    ]
+    data = {"rayjob": manifest["metadata"]["name"], "namespace": manifest["metadata"]["namespace"],
+            "submission_mode": spec["submissionMode"], "gpu_pods": layout.nodes, "image": container["image"],
+            "runtime_pip": pip, "train_files": train, "val_files": val, "model_path": model_dir(s),
+            "checkpoint_dir": checkpoint_dir(s), "checkpoint_key_prefix": checkpoint_key_prefix(s), "tools": tools}
+    return Section("training", "Training job", _table(rows, ("training job", "value")), data)

@@ -1,0 +1,350 @@
+"""The KubeRay RayJob that runs verl (pure manifest builder) and KubeRay's controller rules (pure checks).
+
+Ray cluster shape. One node: the head pod IS the GPU pod and trains (no worker group). Several nodes: a GPU
+head plus `nodes - 1` identical GPU workers, not a GPU-less head plus `nodes` workers, because
+- verl cannot survive losing any node (no elastic training), so isolating the head on a CPU node buys no
+  resilience, while it would need a CPU node big enough for the ~25 GB training image, the driver and verl's
+  TaskRunner (which loads the dataset and tokenizer, so it needs the OSS volumes too);
+- every GPU pod is then identical and requests one whole node; `gpu_pool.nodes` GPU nodes host exactly
+  `trainer.nnodes` Ray nodes, and the layout rules already reserve one CPU per GPU pod for the TaskRunner.
+Worker replicas are pinned (replicas == minReplicas == maxReplicas): verl places one STRICT_PACK placement
+group per node and never scales.
+
+The controller rules (`check_rayjob`) are KubeRay v1.7.0's `ValidateRayJobSpec`/`ValidateRayClusterSpec`
+(../shared/research/verl_kuberay_agents.md §1) plus version gates for the configured `versions.kuberay`, and
+one rule of this project: the checkpoint directory must be on the shared read-write volume.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Optional
+
+import yaml
+
+from components.cloud.registry import runtime_pip_packages, training_image
+from components.config import DNS1035, RAYJOB_NAME_MAX, Settings
+from components.model.layout import Layout, check_layout
+from components.wiring import Scheduling, tracking_uri
+from components.workloads.training.verl_config import CONFIG_DIR, MCP_DIR, config_files, config_sha256, entrypoint
+from components.workloads.training.volumes import OssVolume, oss_volumes
+
+RAY_API_VERSION = "ray.io/v1"
+GPU_RESOURCE = "nvidia.com/gpu"
+WORKER_GROUP = "gpu"
+CONFIG_HASH_ANNOTATION = "verl-ack/config-sha256"
+SHM_MAX_GIB = 64
+# KubeRay release that introduced each submission mode (research notes §1; HTTPMode predates v1.1).
+SUBMISSION_MODE_SINCE = {"K8sJobMode": (0, 0, 0), "HTTPMode": (0, 0, 0), "InteractiveMode": (1, 3, 0),
+                         "SidecarMode": (1, 5, 0)}
+
+
+class RayJobError(ValueError):
+    """A RayJob KubeRay (or verl) would reject; the message names the field, the rule and a fix."""
+
+
+@dataclass(frozen=True)
+class PodWiring:
+    """Names the pod templates refer to; the component creates the objects behind them."""
+
+    namespace: str
+    service_account: str
+    config_map: str
+    mcp_secret: Optional[str]  # None when sandbox.enabled is false (no MCP tool)
+    volumes: dict[str, OssVolume]
+    config_sha256: str
+
+
+def pod_wiring(s: Settings, *, namespace: str, service_account: str) -> PodWiring:
+    """The object names of one stack's job (what the component creates under these names)."""
+    return PodWiring(
+        namespace=namespace,
+        service_account=service_account,
+        config_map=f"{s.job.name}-config",
+        mcp_secret=f"{s.job.name}-mcp" if s.sandbox.enabled else None,
+        volumes=oss_volumes(s),
+        config_sha256=config_sha256(config_files(s)),
+    )
+
+
+def _version(v: str) -> tuple[int, int, int]:
+    parts = [int(x) for x in v.split(".")[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))  # type: ignore[return-value]
+
+
+def runtime_env(s: Settings) -> dict:
+    """Ray runtime_env of the job (RayJob runtimeEnvYAML); it applies to the driver and every Ray worker.
+
+    - `env_vars.PYTHONPATH` puts the ConfigMap mount (the tool module verl_ack_tools.py) in front of the image's
+      own PYTHONPATH: verl's tool registry imports tool classes by module name. A pod-level PYTHONPATH would
+      replace the image's value (verl's vllm024 image sets one) instead of extending it. `${PYTHONPATH}` is
+      expanded by the submitter's shell (KubeRay passes the JSON in double quotes; the submitter runs the head
+      image, so it sees the image's value) or else by Ray itself (os.path.expandvars on each worker).
+    - `pip` (official image only): the pinned installs. They install WITH their dependencies: Ray's `pip` field
+      cannot scope `--no-deps` to one package, and mlflow/fastmcp need dependencies the image lacks. For verl that
+      means pip also brings the image up to verl's declared ranges; transformers is pinned beside verl
+      (`versions.transformers`) so that step lands on verl's CI release. The built image (`image.source: built`)
+      is the reproducible path: verl --no-deps with exact pins, checked at build time.
+    """
+    env: dict = {"env_vars": {"PYTHONPATH": f"{CONFIG_DIR}:${{PYTHONPATH}}"}}
+    packages = runtime_pip_packages(s)
+    if packages:
+        env["pip"] = packages
+    return env
+
+
+def runtime_env_yaml(s: Settings) -> str:
+    return yaml.safe_dump(runtime_env(s), sort_keys=False)
+
+
+def shm_gib(s: Settings, layout: Layout) -> int:
+    return s.job.shm_gib if s.job.shm_gib is not None else max(1, min(SHM_MAX_GIB, layout.memory_gib_per_gpu_pod // 4))
+
+
+def _env(s: Settings) -> list[dict]:
+    env = {
+        # Warnings only; NCCL_DEBUG=INFO is the first thing to set (job.env) when a multi-node run hangs.
+        "NCCL_DEBUG": "WARN",
+    }
+    uri = tracking_uri(s)
+    if uri:
+        env["MLFLOW_TRACKING_URI"] = uri
+    env.update(s.job.env)
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring, container: str) -> dict:
+    """One Ray pod on one whole GPU node: all its GPUs, the CPUs and memory the layout leaves for Ray."""
+    L = layout
+    shm = shm_gib(s, L)
+    if shm >= L.memory_gib_per_gpu_pod:
+        raise RayJobError(f"job.shm_gib: /dev/shm of {shm} GiB is memory-backed and counts against the pod's "
+                          f"{L.memory_gib_per_gpu_pod} GiB; use at most {L.memory_gib_per_gpu_pod // 2}")
+    resources = {"cpu": str(L.ray_cpus_per_gpu_pod), "memory": f"{L.memory_gib_per_gpu_pod}Gi",
+                 GPU_RESOURCE: str(L.gpus_per_node), **s.job.gpu_pod_resources}
+    vols = wiring.volumes
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}}]
+    for kind, vol in vols.items():
+        mounts.append({"name": kind, "mountPath": vol.mount_path, "readOnly": vol.read_only})
+        volumes.append({"name": kind, "persistentVolumeClaim": {"claimName": vol.name, "readOnly": vol.read_only}})
+    mounts.append({"name": "verl-config", "mountPath": CONFIG_DIR, "readOnly": True})
+    volumes.append({"name": "verl-config", "configMap": {"name": wiring.config_map}})
+    if wiring.mcp_secret:
+        mounts.append({"name": "mcp-servers", "mountPath": MCP_DIR, "readOnly": True})
+        # 0440 root:root: readable by the official image's root and the built image's uid 1000 (group 0), by no
+        # one else.
+        volumes.append({"name": "mcp-servers", "secret": {"secretName": wiring.mcp_secret, "defaultMode": 0o440}})
+    spec = {
+        "serviceAccountName": wiring.service_account,
+        "nodeSelector": dict(scheduling.node_selector),
+        "tolerations": [dict(t) for t in scheduling.tolerations],
+        "containers": [{
+            "name": container,
+            "image": training_image(s),
+            "imagePullPolicy": "IfNotPresent",
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "env": _env(s),
+            "volumeMounts": mounts,
+            # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
+            # image as uid 1000; nothing in the job needs to gain privileges.
+            "securityContext": {"allowPrivilegeEscalation": False},
+        }],
+        "volumes": volumes,
+    }
+    return {
+        "metadata": {
+            "labels": {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"},
+            # A config change changes the spec, so the RayJob is replaced rather than left running old files.
+            "annotations": {CONFIG_HASH_ANNOTATION: wiring.config_sha256},
+        },
+        "spec": spec,
+    }
+
+
+def _ray_start_params(layout: Layout) -> dict[str, str]:
+    # Strings (the CRD's map[string]string). num-cpus without `resources`: KubeRay rejects the combination.
+    return {"num-cpus": str(layout.ray_cpus_per_gpu_pod), "num-gpus": str(layout.gpus_per_node)}
+
+
+def rayjob_manifest(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring) -> dict:
+    """The complete RayJob. Raises RayJobError for a layout verl would reject."""
+    errors = [f for f in check_layout(s) if f.severity == "error"]
+    if errors:
+        raise RayJobError("the GPU layout would be rejected by verl/vLLM at start:\n" +
+                          "\n".join(f"  - {f.field}: {f.message}" for f in errors))
+    image = training_image(s)
+    engine = s.training.rollout_engine
+    # verl's images carry one rollout engine each: verlai/verl:vllmNNN.* has vLLM, verlai/verl:sglNNN.* SGLang.
+    shipped = re.match(r"verlai/verl:(vllm|sgl)\d", image)
+    if shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
+        raise RayJobError(f"training.rollout_engine {engine} does not run on {image}, which ships "
+                          f"{'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl image "
+                          "in versions.verl_image or change the engine")
+    j = s.job
+    head = {
+        "rayStartParams": {"dashboard-host": "0.0.0.0", **_ray_start_params(layout)},
+        "serviceType": "ClusterIP",
+        "template": gpu_pod_template(s, layout, scheduling, wiring, "ray-head"),
+    }
+    cluster: dict = {"rayVersion": s.versions.ray, "headGroupSpec": head}
+    workers = layout.nodes - 1
+    if workers:
+        cluster["workerGroupSpecs"] = [{
+            "groupName": WORKER_GROUP,
+            "replicas": workers,
+            "minReplicas": workers,
+            "maxReplicas": workers,
+            "rayStartParams": _ray_start_params(layout),
+            "template": gpu_pod_template(s, layout, scheduling, wiring, "ray-worker"),
+        }]
+    spec: dict = {
+        "entrypoint": entrypoint(s, layout),
+        "submissionMode": j.submission_mode,
+        # The tutorial's `false` left 8 GPUs' worth of Ray cluster running after the job.
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": j.ttl_seconds_after_finished,
+        "activeDeadlineSeconds": j.active_deadline_seconds,
+        "backoffLimit": j.backoff_limit,
+        "rayClusterSpec": cluster,
+    }
+    if j.pre_running_deadline_seconds is not None:
+        spec["preRunningDeadlineSeconds"] = j.pre_running_deadline_seconds
+    spec["runtimeEnvYAML"] = runtime_env_yaml(s)
+    return {
+        "apiVersion": RAY_API_VERSION,
+        "kind": "RayJob",
+        "metadata": {"name": j.name, "namespace": wiring.namespace,
+                     "labels": {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"}},
+        "spec": spec,
+    }
+
+
+# --------------------------------------------------------------------------------------------- controller rules
+def _templates(spec: dict) -> list[tuple[str, dict]]:
+    cluster = spec.get("rayClusterSpec") or {}
+    out = [("spec.rayClusterSpec.headGroupSpec", (cluster.get("headGroupSpec") or {}))]
+    for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
+        out.append((f"spec.rayClusterSpec.workerGroupSpecs[{i}]", group))
+    return out
+
+
+def _checkpoint_rule(spec: dict, checkpoint_claim: str) -> None:
+    words = shlex.split(spec.get("entrypoint") or "")
+    values = [w.split("=", 1)[1] for w in words if w.startswith("trainer.default_local_dir=")]
+    field = "spec.entrypoint: trainer.default_local_dir"
+    if not values:
+        raise RayJobError(f"{field} is missing: verl would write checkpoints to a relative directory inside the "
+                          "head pod, which is lost with the Ray cluster; set it to the checkpoint volume")
+    path = values[-1]
+    if not path.startswith("/") or posixpath.normpath(path) != path:
+        raise RayJobError(f"{field}={path} must be an absolute, normalised path on the checkpoint volume")
+    for where, group in _templates(spec):
+        pod = (group.get("template") or {}).get("spec") or {}
+        claims = {v["name"]: v["persistentVolumeClaim"] for v in pod.get("volumes") or []
+                  if "persistentVolumeClaim" in v}
+        ok = False
+        for c in pod.get("containers") or []:
+            for m in c.get("volumeMounts") or []:
+                claim = claims.get(m.get("name"))
+                mount = m.get("mountPath", "").rstrip("/")
+                if (claim and claim.get("claimName") == checkpoint_claim and not m.get("readOnly")
+                        and not claim.get("readOnly") and (path == mount or path.startswith(mount + "/"))):
+                    ok = True
+        if not ok:
+            raise RayJobError(
+                f"{field}={path} is not on the shared checkpoint volume (claim {checkpoint_claim}, read-write) in "
+                f"{where}: every actor rank writes its shard there, and a path elsewhere is lost with the pod")
+
+
+def check_rayjob(manifest: dict, kuberay_version: str, *, checkpoint_claim: str) -> None:
+    """KubeRay's admission rules for the configured operator version; raise RayJobError on the first violation."""
+    kv = _version(kuberay_version)
+    meta = manifest.get("metadata") or {}
+    name = meta.get("name") or ""
+    if len(name) > RAYJOB_NAME_MAX or not DNS1035.fullmatch(name):
+        raise RayJobError(f"metadata.name {name!r}: KubeRay needs a DNS-1035 label of at most {RAYJOB_NAME_MAX} "
+                          "characters (it appends a suffix for the RayCluster); set job.name accordingly")
+    spec = manifest.get("spec") or {}
+    shutdown = bool(spec.get("shutdownAfterJobFinishes"))
+    ttl = spec.get("ttlSecondsAfterFinished", 0)
+    if ttl < 0:
+        raise RayJobError(f"spec.ttlSecondsAfterFinished {ttl} must be >= 0")
+    if ttl > 0 and not shutdown:
+        raise RayJobError("spec.ttlSecondsAfterFinished > 0 needs spec.shutdownAfterJobFinishes: true")
+    if spec.get("suspend") and not shutdown:
+        raise RayJobError("spec.suspend needs spec.shutdownAfterJobFinishes: true")
+    selector = spec.get("clusterSelector")
+    if not spec.get("rayClusterSpec") and not (selector or {}).get("ray.io/cluster"):
+        raise RayJobError("spec.rayClusterSpec is required (or clusterSelector with ray.io/cluster)")
+    mode = spec.get("submissionMode", "K8sJobMode")
+    if mode not in SUBMISSION_MODE_SINCE:
+        raise RayJobError(f"spec.submissionMode {mode!r} is not a KubeRay mode ({', '.join(SUBMISSION_MODE_SINCE)})")
+    since = SUBMISSION_MODE_SINCE[mode]
+    if kv < since:
+        raise RayJobError(f"spec.submissionMode {mode} needs KubeRay >= {'.'.join(map(str, since))} but "
+                          f"versions.kuberay is {kuberay_version}; use K8sJobMode or upgrade KubeRay")
+    backoff = spec.get("backoffLimit", 0)
+    if backoff < 0:
+        raise RayJobError(f"spec.backoffLimit {backoff} must be >= 0")
+    if mode == "SidecarMode":
+        for key in ("clusterSelector", "submitterPodTemplate", "submitterConfig"):
+            if spec.get(key):
+                raise RayJobError(f"spec.{key} cannot be combined with submissionMode SidecarMode")
+        head_policy = (((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {}).get(
+            "spec", {}).get("restartPolicy")
+        if head_policy not in (None, "Never"):
+            raise RayJobError(f"headGroupSpec.template.spec.restartPolicy {head_policy!r}: SidecarMode needs Never or "
+                              "unset (the submitter runs inside the head pod)")
+    if mode == "InteractiveMode" and backoff > 0:
+        raise RayJobError("spec.backoffLimit > 0 is not allowed with InteractiveMode")
+    if selector and backoff > 0:
+        raise RayJobError("spec.backoffLimit > 0 is not allowed with clusterSelector")
+    if "runtimeEnvYAML" in spec:
+        try:
+            parsed = yaml.safe_load(spec["runtimeEnvYAML"])
+        except yaml.YAMLError as err:
+            raise RayJobError(f"spec.runtimeEnvYAML is not valid YAML: {err}") from None
+        if not isinstance(parsed, dict):
+            raise RayJobError("spec.runtimeEnvYAML must be a YAML mapping (a Ray runtime_env)")
+    for key in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
+        if key in spec and not spec[key] > 0:
+            raise RayJobError(f"spec.{key} {spec[key]} must be > 0")
+    if "preRunningDeadlineSeconds" in spec and kv < (1, 6, 0):
+        raise RayJobError(f"spec.preRunningDeadlineSeconds needs KubeRay >= 1.6.0 (versions.kuberay is "
+                          f"{kuberay_version}); remove job.pre_running_deadline_seconds or upgrade KubeRay")
+    if (spec.get("deletionStrategy") or {}).get("deletionRules"):
+        if kv < (1, 5, 0):
+            raise RayJobError("spec.deletionStrategy.deletionRules needs KubeRay >= 1.5.0")
+        if shutdown:
+            raise RayJobError("spec.deletionStrategy.deletionRules cannot be combined with shutdownAfterJobFinishes")
+    for where, group in _templates(spec):
+        containers = ((group.get("template") or {}).get("spec") or {}).get("containers") or []
+        if not containers:
+            raise RayJobError(f"{where}.template needs at least one container")
+        params = group.get("rayStartParams") or {}
+        if any(not isinstance(v, str) for v in params.values()):
+            raise RayJobError(f"{where}.rayStartParams values must be strings (e.g. num-gpus: \"8\")")
+        if "labels" in params:
+            raise RayJobError(f"{where}.rayStartParams.labels is rejected; use {where}.labels")
+        if group.get("resources") and ({"num-cpus", "num-gpus", "memory", "resources"} & set(params)):
+            raise RayJobError(f"{where}: rayStartParams num-cpus/num-gpus/memory/resources cannot be combined with "
+                              "the group's `resources`")
+        if where.startswith("spec.rayClusterSpec.workerGroupSpecs"):
+            if not group.get("groupName"):
+                raise RayJobError(f"{where}.groupName is required")
+            autoscaling = (spec.get("rayClusterSpec") or {}).get("enableInTreeAutoscaling")
+            if not autoscaling and ("minReplicas" not in group or "maxReplicas" not in group):
+                raise RayJobError(f"{where}: minReplicas and maxReplicas must both be set when autoscaling is off")
+            lo, hi = group.get("minReplicas", 0), group.get("maxReplicas", 2147483647)
+            n = group.get("replicas", 0)
+            if lo < 0 or hi < 0 or not lo <= hi:
+                raise RayJobError(f"{where}: minReplicas {lo} must be <= maxReplicas {hi}, both >= 0")
+            if not lo <= n <= hi:
+                raise RayJobError(f"{where}: replicas {n} must lie between minReplicas {lo} and maxReplicas {hi}")
+    if not re.fullmatch(r"\d+\.\d+\.\d+", str((spec.get("rayClusterSpec") or {}).get("rayVersion", "0.0.0"))):
+        raise RayJobError("spec.rayClusterSpec.rayVersion must be an exact Ray version like 2.52.1")
+    _checkpoint_rule(spec, checkpoint_claim)

@@ -1,0 +1,270 @@
+"""Cost ESTIMATE of one training run and of leaving the stack up afterwards.
+
+Prices come from `settings.cost.prices` (built-in rough USD list-price approximations unless the stack
+overrides them; never a quote). Durations come from a `Timeline` (offline/report/latency.py: the recorded
+graph's critical path in the plan, the nominal reference chain in the stack output), the number of steps
+(`total_training_steps`, or epochs x rows // train_batch_size as verl's drop_last dataloader counts) times
+`cost.seconds_per_step`, validation passes, and the RayJob's TTL. What the stack bills for follows from the
+settings: the ACK Pro fee for a new cluster, NAT + EIP for a new VPC, the ALB for a sandbox domain, both node
+pools, their disks, the tracking disk and the OSS data. Lingjun nodes bill while they exist; the ECS GPU pool
+bills from its nodes' start (the pool's creation, or the autoscaler's scale-up when `min_nodes` < `nodes`)
+until the autoscaler removes idle nodes (down to `min_nodes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from components.config import DEFAULT_PRICES_USD, Settings
+from components.model import preset_of
+from offline.report.latency import Timeline, critical_path, model_bytes, nominal_timeline
+
+HOURS_PER_MONTH = 730  # 8760 / 12, the convention of monthly cloud prices
+GIB = 2**30
+# Checkpoint bytes per parameter by `training.save_contents` (verl utils/checkpoint/fsdp_checkpoint_manager.py):
+# `model` and `optimizer` are torch.save'd FSDP shards of the fp32 actor (verl builds the actor in fp32) and
+# AdamW's two fp32 moments; `hf_model` is the full state dict as is (fp32 for an fp32 actor); `extra`
+# (scheduler, RNG) is negligible. Estimates: check a real checkpoint with `ossutil du`.
+CHECKPOINT_BYTES_PER_PARAM = {"model": 4, "optimizer": 8, "hf_model": 4, "extra": 0}
+ESTIMATE_NOTE = ("ESTIMATE, not a quote. The built-in prices are rough pay-as-you-go list-price approximations; "
+                 "override them with your account's prices in `cost.prices` and set `cost.prices_taken_on`.")
+
+
+@dataclass(frozen=True)
+class Line:
+    key: str  # stable id in the stack output and plan.json
+    item: str
+    quantity: float
+    unit: str
+    price_key: str
+    unit_price: Optional[float]
+
+    @property
+    def cost(self) -> Optional[float]:
+        return None if self.unit_price is None else self.quantity * self.unit_price
+
+
+@dataclass
+class CostEstimate:
+    currency: str
+    prices_source: str
+    steps: int
+    validations: int
+    checkpoints_kept: int
+    timeline: Timeline
+    training_minutes: float
+    ttl_minutes: float
+    run_hours: float
+    gpu_node_hours: float
+    system_node_hours: float
+    storage_gib: dict[str, float]
+    lines: list[Line]
+    idle_lines: list[Line]
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return sum(line.cost or 0.0 for line in self.lines)
+
+    @property
+    def idle_per_hour(self) -> float:
+        return sum(line.cost or 0.0 for line in self.idle_lines)
+
+    @property
+    def missing_prices(self) -> list[str]:
+        return sorted({line.price_key for line in self.lines + self.idle_lines if line.unit_price is None})
+
+    @property
+    def storage_per_month(self) -> float:
+        price = next((line.unit_price for line in self.lines if line.price_key == "oss_gib_month"), None)
+        return (price or 0.0) * sum(self.storage_gib.values())
+
+    def as_output(self) -> dict[str, Any]:
+        """Plain numbers for the stack output and plan.json."""
+        r = lambda x: round(x, 2)
+        return {
+            "estimate": True,
+            "currency": self.currency,
+            "total": r(self.total),
+            "idle_per_hour": r(self.idle_per_hour),
+            "storage_per_month": r(self.storage_per_month),
+            "complete": not self.missing_prices,
+            "missing_prices": self.missing_prices,
+            "steps": self.steps,
+            "validations": self.validations,
+            "setup_minutes": r(self.timeline.setup_minutes),
+            "training_minutes": r(self.training_minutes),
+            "ttl_minutes": r(self.ttl_minutes),
+            "run_hours": r(self.run_hours),
+            "gpu_node_hours": r(self.gpu_node_hours),
+            "system_node_hours": r(self.system_node_hours),
+            "storage_gib": {k: r(v) for k, v in self.storage_gib.items()},
+            "lines": {line.key: None if line.cost is None else r(line.cost) for line in self.lines},
+            "idle_lines": {line.key: None if line.cost is None else r(line.cost) for line in self.idle_lines},
+            "prices_source": self.prices_source,
+            "timeline_source": self.timeline.source,
+            "assumptions": self.assumptions,
+        }
+
+
+def training_steps(s: Settings) -> int:
+    t = s.training
+    if t.total_training_steps is not None:
+        return t.total_training_steps
+    rows = s.dataset.train_subset if s.dataset.use_subsets else s.dataset.full_train_rows
+    return t.total_epochs * (rows // t.train_batch_size)  # verl's train dataloader drops the last partial batch
+
+
+def validation_passes(s: Settings, steps: int) -> int:
+    """verl validates before training (val_before_train), every test_freq steps and at the last step."""
+    t = s.training
+    return int(t.val_before_train) + (math.ceil(steps / t.test_freq) if t.test_freq > 0 else 0)
+
+
+def checkpoints_kept(s: Settings, steps: int) -> int:
+    t = s.training
+    saves = math.ceil(steps / t.save_freq) if t.save_freq > 0 else 0
+    return min(saves, t.max_actor_ckpt_to_keep) if t.max_actor_ckpt_to_keep else saves
+
+
+def storage_gib(s: Settings, steps: int) -> dict[str, float]:
+    params = preset_of(s).params_billion * 1e9
+    per_ckpt = params * sum(CHECKPOINT_BYTES_PER_PARAM[c] for c in s.training.save_contents)
+    return {
+        "dataset": s.latency.dataset_mib * 2**20 / GIB,
+        "model": model_bytes(s) / GIB,
+        "checkpoints": checkpoints_kept(s, steps) * per_ckpt / GIB,
+    }
+
+
+def _prices_source(s: Settings) -> str:
+    given = {k for k, v in s.cost.prices.items() if DEFAULT_PRICES_USD.get(k) != v}
+    if s.cost.prices_taken_on:
+        return f"stack prices taken on {s.cost.prices_taken_on} (keys without an override use built-in defaults)"
+    if given:
+        return f"stack overrides {sorted(given)} (set cost.prices_taken_on) + built-in rough defaults"
+    return "built-in rough USD list-price approximations (no date; not a quote)"
+
+
+def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
+    c, prices = s.cost, s.cost.prices
+    steps = training_steps(s)
+    vals = validation_passes(s, steps)
+    training_min = (steps * c.seconds_per_step + vals * c.seconds_per_validation) / 60
+    ttl_min = s.job.ttl_seconds_after_finished / 60
+    run_min = timeline.setup_minutes + training_min + ttl_min
+    H = run_min / 60
+    g = s.gpu_pool
+    lines: list[Line] = []
+    idle: list[Line] = []
+
+    def bill(key: str, item: str, unit: str, price_key: str, run_qty: float, idle_qty: Optional[float]) -> None:
+        """A line of the run and, unless idle_qty is None, its counterpart per hour left up afterwards."""
+        lines.append(Line(key, item, run_qty, unit, price_key, prices.get(price_key)))
+        if idle_qty is not None:
+            idle.append(Line(key, item, idle_qty, unit, price_key, prices.get(price_key)))
+
+    month = 1 / HOURS_PER_MONTH  # GiB-months per GiB-hour
+    assumptions = [
+        ESTIMATE_NOTE,
+        f"{steps} training step(s) x {c.seconds_per_step:g} s + {vals} validation pass(es) x "
+        f"{c.seconds_per_validation:g} s = {training_min:.1f} min",
+        f"setup to the first step {timeline.setup_minutes:.1f} min ({timeline.source})",
+        f"the finished Ray cluster stays {ttl_min:.1f} min (job.ttl_seconds_after_finished)",
+        f"the stack is up {run_min:.1f} min for the run; every hourly line bills for that time unless noted",
+    ]
+    if g.kind == "lingjun":
+        gpu_hours = g.nodes * H
+        bill("gpu_nodes", f"Lingjun GPU nodes ({g.nodes} x {g.gpu_model or 'GPU node'})", "node-hour",
+             "lingjun_node_hour", gpu_hours, g.nodes)
+        assumptions.append("Lingjun nodes are bought separately and bill while they exist, attached or not")
+    else:
+        ecs = g.ecs
+        assert ecs is not None  # GpuPoolSettings guarantees the ecs section for kind=ecs
+        itype = ecs.instance_types[0]
+        gpu_min = run_min - timeline.gpu_pool_start_minutes + c.scale_down_minutes
+        gpu_hours = g.nodes * gpu_min / 60
+        # Left up, the autoscaler keeps min_nodes GPU nodes (0 by default: no GPU bill).
+        bill("gpu_nodes", f"ECS GPU nodes ({g.nodes} x {itype}; {ecs.min_nodes} when idle)", "node-hour", itype,
+             gpu_hours, ecs.min_nodes)
+        bill("gpu_disks", f"ECS GPU system disks ({ecs.system_disk_gib} GiB each)", "GiB-month", "disk_gib_month",
+             ecs.system_disk_gib * gpu_hours * month, ecs.min_nodes * ecs.system_disk_gib * month)
+        assumptions.append(
+            f"ECS GPU nodes bill from their start ({timeline.gpu_pool_start_minutes:.1f} min: pool creation, or the "
+            f"autoscaler's scale-up when min_nodes < nodes) until "
+            f"{c.scale_down_minutes:g} min after the run (autoscaler scale-down), priced as {itype}")
+    sp = s.system_pool
+    sys_type = sp.instance_types[0]
+    sys_hours = sp.nodes * H
+    bill("system_nodes", f"system pool ({sp.nodes} x {sys_type})", "node-hour", sys_type, sys_hours, sp.nodes)
+    bill("system_disks", f"system pool disks ({sp.nodes} x {sp.system_disk_gib} GiB)", "GiB-month", "disk_gib_month",
+         sp.system_disk_gib * sys_hours * month, sp.nodes * sp.system_disk_gib * month)
+    assumptions.append(f"system pool priced as its first instance type {sys_type}")
+    if s.cluster.mode == "new":
+        spec = s.cluster.cluster_spec
+        bill("ack_fee", f"ACK Pro management fee ({spec})", "hour", spec, H, 1)
+        if s.cluster.network.vpc_id is None:
+            bill("nat", "NAT gateway", "hour", "nat_gateway_hour", H, 1)
+            bill("eip", "NAT EIP holding fee", "hour", "eip_hour", H, 1)
+            bill("eip_egress", "NAT EIP outbound traffic", "GiB", "eip_egress_gib", c.egress_gib, None)
+            assumptions.append(f"{c.egress_gib:g} GiB outbound internet traffic; downloads are inbound (not billed)")
+    else:
+        assumptions.append("existing cluster: its management fee, NAT and other nodes are not counted")
+    if s.sandbox.enabled and s.sandbox.domain:
+        bill("alb", "ALB instance (sandbox domain)", "hour", "alb_hour", H, 1)
+        bill("alb_lcu", f"ALB capacity units ({c.alb_lcus:g} LCU)", "LCU-hour", "alb_lcu_hour", c.alb_lcus * H,
+             c.alb_lcus)
+    if s.tracking.enabled:
+        bill("tracking_disk", f"MLflow backend disk ({s.tracking.disk_gib} GiB)", "GiB-month", "disk_gib_month",
+             s.tracking.disk_gib * H * month, s.tracking.disk_gib * month)
+    store = storage_gib(s, steps)
+    total_gib = sum(store.values())
+    bill("oss", f"OSS storage ({total_gib:.1f} GiB)", "GiB-month", "oss_gib_month", total_gib * H * month,
+         total_gib * month)
+    assumptions.append(
+        f"OSS holds the dataset, the bf16 model and {checkpoints_kept(s, steps)} checkpoint(s) of "
+        f"{'+'.join(s.training.save_contents)} ({sum(CHECKPOINT_BYTES_PER_PARAM[x] for x in s.training.save_contents)}"
+        " bytes/parameter)")
+    return CostEstimate(
+        currency=c.currency, prices_source=_prices_source(s), steps=steps, validations=vals,
+        checkpoints_kept=checkpoints_kept(s, steps), timeline=timeline, training_minutes=training_min,
+        ttl_minutes=ttl_min, run_hours=H, gpu_node_hours=gpu_hours, system_node_hours=sys_hours,
+        storage_gib=store, lines=lines, idle_lines=idle, assumptions=assumptions)
+
+
+def stack_cost_estimate(s: Settings) -> dict[str, Any]:
+    """The `cost_estimate` stack output: plain numbers from the nominal timeline (no secrets, no Outputs)."""
+    return estimate_cost(s, nominal_timeline(s)).as_output()
+
+
+def _money(x: Optional[float], cur: str) -> str:
+    return "no price" if x is None else f"{x:,.2f} {cur}"
+
+
+def _price(x: Optional[float], cur: str) -> str:
+    return "no price" if x is None else f"{x:g} {cur}"
+
+
+def cost_section(s: Settings, recording):
+    from offline.report import Section  # report imports the builders; import here to avoid a cycle
+
+    est = estimate_cost(s, critical_path(recording, s).timeline())
+    cur = est.currency
+    md = [f"**{ESTIMATE_NOTE}** Prices: {est.prices_source}. The stack output `cost_estimate` is the same "
+          "estimate over the nominal reference chain (a running program has no recorded graph).", "",
+          f"**Run total: {_money(est.total, cur)}** over {est.run_hours:.2f} h "
+          f"({est.gpu_node_hours:.2f} GPU node-hours). **Left up after the job: {_money(est.idle_per_hour, cur)} "
+          f"per hour.** Data kept in OSS: {sum(est.storage_gib.values()):.1f} GiB, "
+          f"{_money(est.storage_per_month, cur)} per month.", "",
+          "| run line | quantity | unit price | cost |", "|---|---|---|---|"]
+    for ln in est.lines:
+        md.append(f"| {ln.item} | {ln.quantity:.3f} {ln.unit} | {_price(ln.unit_price, cur)} (`{ln.price_key}`) | "
+                  f"{_money(ln.cost, cur)} |")
+    md += ["", "| idle line (per hour) | quantity | cost per hour |", "|---|---|---|"]
+    md += [f"| {ln.item} | {ln.quantity:.3f} {ln.unit} | {_money(ln.cost, cur)} |" for ln in est.idle_lines]
+    md += ["", "Assumptions:", ""] + [f"- {a}" for a in est.assumptions]
+    if est.missing_prices:
+        md += ["", f"- **incomplete**: no price for {est.missing_prices}; add them to `cost.prices`."]
+    return Section("cost", "Cost (ESTIMATE)", "\n".join(md), est.as_output())

@@ -1,0 +1,538 @@
+"""Time to the first training step: a latency model over the recorded resource graph.
+
+Every resource gets a creation time from its TYPE TOKEN (`kind_of`: `alicloud:cs/managedKubernetes:...` is an
+`ack_cluster`, any `kubernetes:` object a `k8s_object`, an unknown custom type `default`, a component or a
+provider nothing), looked up in `settings.latency.create_minutes`; data Jobs get a time from their data size.
+The schedule follows the engine's rules: a resource starts when every resource it depends on (explicit
+`depends_on`, property dependencies and its provider) has finished and never before its parent could start; a
+component finishes when its last child does. After the RayJob is created the training pods still have to
+pull the image, start Ray, submit the job and start verl before the first step runs; those phases come last.
+If a pre-pull DaemonSet is in the graph (label `verl-ack/role: prepull`), the pull starts as soon as the GPU
+pool is ready and overlaps everything the RayJob waits for. An autoscaled ECS GPU pool (min_nodes < nodes)
+boots its GPU nodes only when the Ray pods are pending, so that boot follows the RayJob.
+
+Pure functions of (recording, settings); every number is a modelled ESTIMATE (docs/latency.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from components.config import Settings
+from components.model import preset_of
+from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
+
+if TYPE_CHECKING:  # the running program never imports the offline engine; the plan passes its Recording
+    from offline.engine import Recording, Registration
+
+RAYJOB_TYPE = "kubernetes:ray.io/v1:RayJob"  # pulumi_kubernetes CustomResource: f"kubernetes:{apiVersion}:{kind}"
+JOB_TYPE = "kubernetes:batch/v1:Job"
+DAEMONSET_TYPE = "kubernetes:apps/v1:DaemonSet"
+NODE_POOL_TYPE = "alicloud:cs/nodePool:NodePool"
+PREPULL_ROLE = "prepull"
+SKIP_AWAIT = "pulumi.com/skipAwait"
+
+# Exact type tokens -> kind (a key of latency.create_minutes, or a data-sized kind handled below).
+TYPE_KINDS: dict[str, str] = {
+    "alicloud:cs/managedKubernetes:ManagedKubernetes": "ack_cluster",
+    NODE_POOL_TYPE: "node_pool",  # `gpu_node_pool` when the pool is the GPU pool (is_gpu_pool)
+    "alicloud:cs/kubernetesAddon:KubernetesAddon": "addon",
+    "alicloud:vpc/natGateway:NatGateway": "nat_gateway",
+    "alicloud:ecs/eipAddress:EipAddress": "eip",
+    "alicloud:ecs/eipAssociation:EipAssociation": "eip",
+    "alicloud:vpc/network:Network": "vpc",
+    "alicloud:vpc/switch:Switch": "vpc",
+    "alicloud:alb/loadBalancer:LoadBalancer": "load_balancer",
+    "alicloud:cas/serviceCertificate:ServiceCertificate": "certificate",
+    "kubernetes:helm.sh/v3:Release": "helm_release",
+    "kubernetes:apps/v1:Deployment": "k8s_workload",
+    "kubernetes:apps/v1:StatefulSet": "k8s_workload",
+    DAEMONSET_TYPE: "k8s_workload",
+    "kubernetes:networking.k8s.io/v1:Ingress": "ingress",
+    JOB_TYPE: "job",
+    RAYJOB_TYPE: "k8s_object",  # creating the object is quick; the training phases follow it
+}
+# Prefixes for the rest of a package: control-plane API calls that finish in seconds.
+PREFIX_KINDS: list[tuple[str, str]] = [
+    ("alicloud:vpc/", "vpc"),
+    ("alicloud:ram/", "cloud_api"),
+    ("alicloud:oss/", "cloud_api"),
+    ("alicloud:dns/", "cloud_api"),
+    ("alicloud:alidns/", "cloud_api"),
+    ("alicloud:ecs/", "cloud_api"),
+    ("alicloud:alb/", "cloud_api"),
+    ("kubernetes:", "k8s_object"),
+]
+# Kinds with no creation time of their own.
+INSTANT = {"component", "provider"}
+
+
+def mbit_minutes(nbytes: float, mbps: float) -> float:
+    """Minutes to move `nbytes` at `mbps` megabits per second."""
+    return nbytes * 8 / (mbps * 1e6) / 60
+
+
+def model_bytes(s: Settings) -> float:
+    """bf16 weights as published on the hub: 2 bytes per parameter."""
+    return preset_of(s).params_billion * 1e9 * 2
+
+
+def _labels(reg: Registration | Node) -> dict[str, str]:
+    meta = reg.inputs.get("metadata") or {}
+    return meta.get("labels") or {} if isinstance(meta, dict) else {}
+
+
+def _annotations(reg: Registration | Node) -> dict[str, str]:
+    meta = reg.inputs.get("metadata") or {}
+    return meta.get("annotations") or {} if isinstance(meta, dict) else {}
+
+
+def is_gpu_pool(reg: Registration | Node) -> bool:
+    """The GPU node pool: labelled `verl-ack/pool: gpu`, tainted with the GPU or Lingjun taint, or a Lingjun pool."""
+    if reg.type != NODE_POOL_TYPE:
+        return False
+    labels = {x.get("key"): x.get("value") for x in reg.inputs.get("labels") or [] if isinstance(x, dict)}
+    taints = {x.get("key") for x in reg.inputs.get("taints") or [] if isinstance(x, dict)}
+    return (labels.get(POOL_LABEL) == "gpu" or bool(taints & {GPU_TAINT_KEY, LINGJUN_TAINT_KEY})
+            or reg.inputs.get("type") == "lingjun")
+
+
+def is_prepull(reg: Registration | Node) -> bool:
+    return reg.type == DAEMONSET_TYPE and (
+        _labels(reg).get(ROLE_LABEL) == PREPULL_ROLE or "prepull" in reg.name.replace("-", ""))
+
+
+def job_kind(reg: Registration | Node) -> str:
+    """`model_job` (model staging), `dataset_job` or `job`, from the role label (`verl-ack/role` or
+    `app.kubernetes.io/component`), the command (`pipeline.stage_model`, `pipeline.gsm8k`), or the name."""
+    labels = _labels(reg)
+    role = labels.get(ROLE_LABEL) or labels.get("app.kubernetes.io/component") or ""
+    text = json.dumps(reg.inputs.get("spec") or {})
+    if role.startswith("model") or "pipeline.stage_model" in text:
+        return "model_job"
+    if role.startswith("data") or "pipeline.gsm8k" in text:
+        return "dataset_job"
+    if "model" in reg.name:
+        return "model_job"
+    if "data" in reg.name:
+        return "dataset_job"
+    return "job"
+
+
+def kind_of(reg: Registration | Node) -> str:
+    if reg.type.startswith("pulumi:providers:"):
+        return "provider"
+    if not reg.custom:
+        return "component"
+    if (getattr(reg, "options", None) or {}).get("read"):
+        return "read"  # `Resource.get` of something that exists (an existing cluster): one API read
+    kind = TYPE_KINDS.get(reg.type)
+    if kind is None:
+        kind = next((k for prefix, k in PREFIX_KINDS if reg.type.startswith(prefix)), "default")
+    if kind == "node_pool" and is_gpu_pool(reg):
+        return "gpu_node_pool"
+    if kind == "job":
+        return job_kind(reg)
+    return kind
+
+
+def _nat_cap_mbps(s: Settings) -> Optional[float]:
+    """Internet bandwidth of the NAT EIP when this stack creates the NAT (a new cluster in a new VPC)."""
+    net = s.cluster.network
+    return float(net.nat_bandwidth_mbps) if s.cluster.mode == "new" and net.vpc_id is None else None
+
+
+def hub_mbps(s: Settings) -> float:
+    cap = _nat_cap_mbps(s)
+    return min(s.latency.hub_download_mbps, cap) if cap else s.latency.hub_download_mbps
+
+
+def job_minutes(s: Settings, kind: str) -> float:
+    """A data Job, awaited by Pulumi until complete: pod start, download from the hub, upload to OSS."""
+    L = s.latency
+    if kind == "model_job":
+        size = model_bytes(s)
+    elif kind == "dataset_job":
+        size = L.dataset_mib * 2**20
+    else:
+        return L.job_start_minutes
+    return L.job_start_minutes + mbit_minutes(size, hub_mbps(s)) + mbit_minutes(size, L.oss_upload_mbps)
+
+
+def create_minutes(s: Settings, kind: str) -> float:
+    if kind in INSTANT:
+        return 0.0
+    if kind in ("model_job", "dataset_job", "job"):
+        return job_minutes(s, kind)
+    if kind == "read":
+        return s.latency.create_minutes["cloud_api"]
+    return s.latency.create_minutes.get(kind, s.latency.create_minutes["default"])
+
+
+@dataclass(frozen=True)
+class ImagePull:
+    image: str
+    gib: float
+    mbps: float  # effective per-node rate
+    via_nat: bool
+    minutes: float
+    prepulled: bool
+    on_critical_path: bool
+
+
+def training_image(s: Settings, recording: Recording | Graph) -> str:
+    """The image of the RayJob's head pod as recorded, else the settings' base image."""
+    for reg in recording.by_type(RAYJOB_TYPE):
+        try:
+            containers = reg.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+            image = containers[0].get("image") if containers else None
+            if isinstance(image, str) and not image.startswith("["):  # not "[unknown]" / "[secret]"
+                return image
+        except (KeyError, TypeError):
+            continue
+    return s.versions.verl_image
+
+
+def pull_minutes(s: Settings, image: str) -> tuple[float, float, bool]:
+    """(minutes, effective Mbit/s per node, via NAT). Every GPU node pulls the image at once; a registry
+    outside Alibaba Cloud is reached through the NAT, whose EIP bandwidth the nodes share."""
+    host = image.split("/", 1)[0] if "/" in image and "." in image.split("/", 1)[0] else "docker.io"
+    nodes = s.gpu_pool.nodes
+    rate = s.latency.node_pull_mbps
+    cap = _nat_cap_mbps(s)
+    via_nat = not host.endswith(".aliyuncs.com")
+    if via_nat and cap is not None:
+        rate = min(rate, cap / nodes)
+    return mbit_minutes(s.latency.training_image_gib * 2**30, rate), rate, via_nat and cap is not None
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    type: str
+    kind: str
+    start: float
+    minutes: float
+    finish: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The three times the cost estimate needs, minutes from the start of `pulumi up`."""
+
+    setup_minutes: float  # first training step
+    gpu_pool_start_minutes: float  # ECS GPU nodes bill from here
+    gpu_pool_ready_minutes: float
+    source: str
+
+
+@dataclass
+class CriticalPath:
+    first_step_minutes: float
+    graph_minutes: float  # every resource created (Pulumi's `up` returns here)
+    serial_minutes: float  # the same steps one after another, as the manual tutorial does them
+    path: list[Step]
+    gpu_pool_start_minutes: Optional[float]
+    gpu_pool_ready_minutes: Optional[float]
+    gpu_idle_minutes: Optional[float]
+    image_pull: ImagePull
+    phases: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+    def timeline(self, source: str = "recorded resource graph") -> Timeline:
+        return Timeline(self.first_step_minutes, self.gpu_pool_start_minutes or 0.0,
+                        self.gpu_pool_ready_minutes or 0.0, source)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k, v in list(d.items()):
+            if isinstance(v, float):
+                d[k] = round(v, 2)
+        d["path"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in st.items()} for st in d["path"]]
+        d["image_pull"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["image_pull"].items()}
+        d["phases"] = {k: round(v, 2) for k, v in d["phases"].items()}
+        return d
+
+
+def _provider_urn(ref: str) -> str:
+    return ref.rsplit("::", 1)[0] if ref else ""
+
+
+Event = tuple[str, str]  # ("ready", urn) or ("finish", urn)
+
+
+class _Schedule:
+    """Earliest start ("ready") and finish of every resource under the engine's ordering rules, evaluated
+    iteratively (no recursion limit however long the dependency chains grow)."""
+
+    def __init__(self, recording: Recording | Graph, s: Settings):
+        self.regs = {r.urn: r for r in recording.resources}
+        self.children: dict[str, list[str]] = {}
+        for r in recording.resources:
+            if r.parent in self.regs:
+                self.children.setdefault(r.parent, []).append(r.urn)
+        self.kind = {u: kind_of(r) for u, r in self.regs.items()}
+        self.minutes = {u: create_minutes(s, k) for u, k in self.kind.items()}
+        self.pull = pull_minutes(s, training_image(s, recording))[0]
+        self.gpu_pool = next((u for u, k in self.kind.items() if k == "gpu_node_pool"), None)
+        ecs = s.gpu_pool.ecs
+        # An ECS pool below its node count autoscales: creating it boots only min_nodes (modelled as a plain
+        # node pool) and the GPU nodes' boot (`gpu_node_pool` minutes) follows the Ray pods (critical_path).
+        self.autoscaled = bool(self.gpu_pool) and ecs is not None and ecs.min_nodes < s.gpu_pool.nodes
+        self.boot = create_minutes(s, "gpu_node_pool")
+        if self.autoscaled:
+            self.minutes[self.gpu_pool] = create_minutes(s, "node_pool")
+        self.prepull = next((u for u, r in self.regs.items() if is_prepull(r)), None)
+        if self.prepull:
+            self.kind[self.prepull] = "prepull"
+            self.minutes[self.prepull] = create_minutes(s, "k8s_object")  # the pull itself is modelled apart
+        self.pull_end: Optional[float] = None
+        self.time: dict[Event, float] = {}
+        self.why: dict[Event, Optional[Event]] = {}  # the event that decided this one (None: t=0)
+        for u in self.regs:
+            self._evaluate(("finish", u))
+
+    def deps(self, urn: str) -> set[str]:
+        r = self.regs[urn]
+        out = set(r.dependencies) | {d for ds in r.property_dependencies.values() for d in ds}
+        out.add(_provider_urn(r.provider))
+        out.discard(urn)
+        return {d for d in out if d in self.regs}
+
+    def _inputs(self, ev: Event) -> list[Event]:
+        what, u = ev
+        if what == "finish":
+            return [("ready", u)] + [("finish", c) for c in self.children.get(u, [])
+                                     if self.kind[u] == "component"]
+        out = [("finish", d) for d in sorted(self.deps(u))]
+        parent = self.regs[u].parent
+        if parent in self.regs:
+            out.append(("ready", parent))  # a child never starts before its parent could
+        if u == self.prepull and self.gpu_pool and self.gpu_pool != u:
+            out.append(("finish", self.gpu_pool))  # its pods run on the GPU nodes
+        return out
+
+    def _evaluate(self, root: Event) -> None:
+        stack: list[tuple[Event, bool]] = [(root, False)]
+        open_: set[Event] = set()
+        while stack:
+            ev, expanded = stack.pop()
+            if ev in self.time:
+                continue
+            if not expanded:
+                if ev in open_:
+                    r = self.regs[ev[1]]
+                    raise ValueError(f"dependency cycle through {r.type}::{r.name}")
+                open_.add(ev)
+                stack.append((ev, True))
+                stack += [(i, False) for i in self._inputs(ev) if i not in self.time]
+                continue
+            open_.discard(ev)
+            best, why = 0.0, None
+            for i in self._inputs(ev):
+                if self.time[i] > best or (why is None and i[0] == "ready" and ev[0] == "finish"):
+                    best, why = max(best, self.time[i]), i
+            if ev[0] == "finish" and self.kind[ev[1]] != "component":
+                best += self.minutes[ev[1]]
+                if ev[1] == self.prepull:
+                    self.pull_end = best + self.pull
+                    if _annotations(self.regs[ev[1]]).get(SKIP_AWAIT) != "true":
+                        best += self.pull  # Pulumi awaits the DaemonSet's rollout, i.e. the pull on every node
+            self.time[ev], self.why[ev] = best, why
+
+    def start(self, urn: str) -> float:
+        return self.time[("ready", urn)]
+
+    def finish(self, urn: str) -> float:
+        return self.time[("finish", urn)]
+
+    def trace(self, urn: str) -> list[str]:
+        """Custom resources on the chain of events that decided `urn`'s finish, latest first."""
+        out: list[str] = []
+        ev: Optional[Event] = ("finish", urn)
+        while ev is not None:
+            if ev[0] == "finish" and self.kind[ev[1]] != "component":
+                out.append(ev[1])
+            ev = self.why[ev]
+        return out
+
+
+def critical_path(recording: Recording | Graph, s: Settings) -> CriticalPath:
+    """The modelled time to the first training step, its critical path, the serial sum of the same steps
+    and the GPU-idle minutes before training, from the recorded graph and `settings.latency`."""
+    sched = _Schedule(recording, s)
+    urns = list(sched.regs)
+    graph = max((sched.finish(u) for u in urns), default=0.0)
+    last = max(urns, key=sched.finish, default=None)
+    notes: list[str] = []
+
+    image = training_image(s, recording)
+    pull, rate, via_nat = pull_minutes(s, image)
+    L = s.latency
+    init = L.verl_init_minutes + mbit_minutes(model_bytes(s), L.oss_read_mbps)
+    phases = {"image pull": pull, "Ray cluster start": L.ray_start_minutes,
+              "RayJob submission": L.job_submit_minutes, "verl init and model load": init}
+
+    rayjobs = recording.by_type(RAYJOB_TYPE)
+    if rayjobs:
+        train = rayjobs[0].urn
+        created = sched.finish(train)
+    else:
+        train = None
+        created = graph
+        notes.append(f"no {RAYJOB_TYPE} in the graph: the training phases are modelled after the last resource")
+    if len(rayjobs) > 1:
+        notes.append(f"{len(rayjobs)} RayJobs in the graph; the model follows {rayjobs[0].name}")
+
+    chain: list[Step] = []  # the steps that decided the first step, in time order
+    gpu_start = gpu_ready = None
+    prepulled = sched.prepull is not None
+    if sched.gpu_pool is None:
+        notes.append("no GPU node pool in the graph (alicloud:cs/nodePool:NodePool labelled or tainted as GPU): "
+                     "GPU nodes are modelled as ready at t=0")
+    elif sched.autoscaled:
+        # The pool starts with min_nodes; the cluster-autoscaler boots the GPU nodes once the Ray pods are
+        # pending, so the boot follows the RayJob and a pre-pull cannot start earlier than the pods' own pull.
+        pool_done = sched.finish(sched.gpu_pool)
+        gpu_start = max(created, pool_done)
+        gpu_ready = gpu_start + sched.boot
+        phases = {"GPU nodes scale up": sched.boot, **phases}
+        notes.append(f"gpu_pool.ecs.min_nodes={s.gpu_pool.ecs.min_nodes} < nodes={s.gpu_pool.nodes}: "  # type: ignore[union-attr]
+                     "the GPU nodes boot when the Ray pods are pending (cluster-autoscaler)")
+        prepulled = False
+    else:
+        gpu_ready = sched.finish(sched.gpu_pool)
+        gpu_start = sched.start(sched.gpu_pool)
+
+    pods_start = max(created, gpu_ready or 0.0)
+    if prepulled:
+        image_ready = max(pods_start, sched.pull_end or 0.0)
+        pull_on_path = (sched.pull_end or 0.0) > pods_start
+    else:
+        image_ready = pods_start + pull
+        pull_on_path = True
+    first_step = image_ready + L.ray_start_minutes + L.job_submit_minutes + init
+
+    if pull_on_path and prepulled:
+        anchor = sched.prepull
+    elif sched.gpu_pool and sched.finish(sched.gpu_pool) > created:
+        anchor = sched.gpu_pool
+    else:
+        anchor = train or last
+    for u in reversed(sched.trace(anchor) if anchor else []):
+        r, start, end = sched.regs[u], sched.start(u), sched.finish(u)
+        if u == sched.prepull and pull_on_path:
+            end = start + sched.minutes[u]  # the pull that follows is its own step below
+        if end > start:
+            chain.append(Step(r.name, r.type, sched.kind[u], start, end - start, end))
+    if sched.autoscaled and gpu_start is not None and gpu_ready is not None:
+        chain.append(Step("GPU nodes scale up", "cluster-autoscaler", "gpu_scale_up", gpu_start, sched.boot,
+                          gpu_ready))
+    if pull_on_path:
+        pull_start = image_ready - pull
+        chain.append(Step("image pull", image, "image_pull", pull_start, pull, image_ready))
+    t = image_ready
+    for name in ("Ray cluster start", "RayJob submission", "verl init and model load"):
+        chain.append(Step(name, "training phase", "training_phase", t, phases[name], t + phases[name]))
+        t += phases[name]
+
+    serial = sum(sched.minutes[u] for u in urns) + sum(phases.values())
+    idle = first_step - gpu_ready if gpu_ready is not None else None
+    return CriticalPath(
+        first_step_minutes=first_step, graph_minutes=graph, serial_minutes=serial, path=chain,
+        gpu_pool_start_minutes=gpu_start, gpu_pool_ready_minutes=gpu_ready, gpu_idle_minutes=idle,
+        image_pull=ImagePull(image, L.training_image_gib, rate, via_nat, pull, prepulled, pull_on_path),
+        phases=phases, notes=notes)
+
+
+@dataclass
+class Node:
+    """A resource of a graph that was not recorded (same fields the model reads from a `Registration`)."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool = True
+    parent: str = ""
+    provider: str = ""
+    dependencies: list[str] = field(default_factory=list)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    inputs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Graph:
+    resources: list[Node]
+
+    def by_type(self, type_: str) -> list[Node]:
+        return [r for r in self.resources if r.type == type_]
+
+
+def nominal_recording(s: Settings) -> Graph:
+    """The reference chain of a stack, for a running program that has no recorded graph (the stack output):
+    network -> NAT -> cluster -> Kubernetes provider -> node pools -> KubeRay -> data Jobs -> RayJob."""
+    regs: list[Node] = []
+
+    def add(type_: str, name: str, deps: list[Node], inputs: Optional[dict] = None) -> Node:
+        reg = Node(urn=f"urn:nominal::{type_}::{name}", type=type_, name=name,
+                   dependencies=[d.urn for d in deps], inputs=inputs or {})
+        regs.append(reg)
+        return reg
+
+    base: list[Node] = []
+    if s.cluster.mode == "new":
+        if s.cluster.network.vpc_id is None:
+            vpc = add("alicloud:vpc/network:Network", "vpc", [])
+            switch = add("alicloud:vpc/switch:Switch", "node-switch", [vpc])
+            nat = add("alicloud:vpc/natGateway:NatGateway", "nat", [switch])
+            eip = add("alicloud:ecs/eipAssociation:EipAssociation", "nat-eip", [nat])
+            base = [eip]
+        base = [add("alicloud:cs/managedKubernetes:ManagedKubernetes", "cluster", base)]
+    k8s = add("pulumi:providers:kubernetes", "k8s", base)
+    gpu = add(NODE_POOL_TYPE, "gpu-pool", base, {"labels": [{"key": POOL_LABEL, "value": "gpu"}]})
+    system = add(NODE_POOL_TYPE, "system-pool", base, {"labels": [{"key": POOL_LABEL, "value": "system"}]})
+    kuberay = (add("kubernetes:helm.sh/v3:Release", "kuberay", [k8s, system]) if s.versions.kuberay_source == "helm"
+               else add("alicloud:cs/kubernetesAddon:KubernetesAddon", "kuberay", base + [system]))
+    data = add(JOB_TYPE, "dataset", [k8s, system], {"metadata": {"labels": {ROLE_LABEL: "dataset"}}})
+    model = add(JOB_TYPE, "model", [k8s, system], {"metadata": {"labels": {ROLE_LABEL: "model"}}})
+    add(RAYJOB_TYPE, s.job.name, [kuberay, data, model, gpu])
+    return Graph(regs)
+
+
+def nominal_timeline(s: Settings) -> Timeline:
+    return critical_path(nominal_recording(s), s).timeline("nominal reference chain (no recorded graph at run time)")
+
+
+def _m(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.1f} min"
+
+
+def latency_section(s: Settings, recording: Recording | Graph):
+    from offline.report import Section, _table  # report imports the builders; import here to avoid a cycle
+
+    cp = critical_path(recording, s)
+    p = cp.image_pull
+    pull_note = (f"{p.gib:g} GiB at {p.mbps:.0f} Mbit/s per node"
+                 + (f" (through the NAT: {s.cluster.network.nat_bandwidth_mbps} Mbit/s shared by "
+                    f"{s.gpu_pool.nodes} node(s))" if p.via_nat else "")
+                 + (", pre-pulled from GPU-pool ready" if p.prepulled else ", pulled when the Ray pods start"))
+    rows = [
+        ("modelled time to first training step", _m(cp.first_step_minutes)),
+        ("all resources created (`pulumi up` returns)", _m(cp.graph_minutes)),
+        ("serial sum of the same steps (manual, one after another)", _m(cp.serial_minutes)),
+        ("GPU pool ready", _m(cp.gpu_pool_ready_minutes)),
+        ("GPU idle before the first step", _m(cp.gpu_idle_minutes)),
+        ("image pull " + ("(on the critical path)" if p.on_critical_path else "(off the critical path)"),
+         f"{p.minutes:.1f} min: {pull_note}"),
+    ]
+    md = "**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement.\n\n"
+    md += _table(rows, ("time to first step", "value"))
+    md += "\n\nCritical path:\n\n| start | minutes | step | kind |\n|---|---|---|---|\n"
+    md += "\n".join(f"| {st.start:.1f} | {st.minutes:.2f} | {st.name} | {st.kind} |" for st in cp.path)
+    if cp.notes:
+        md += "\n\n" + "\n".join(f"- note: {n}" for n in cp.notes)
+    data = cp.as_dict()
+    data["assumptions"] = s.latency.model_dump()
+    return Section("latency", "Time to first training step (ESTIMATE)", md, data)

@@ -1,0 +1,342 @@
+"""The dataset and model staging Jobs and the ConfigMap that ships pipeline/*.py (components/workloads/data.py)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+import yaml
+
+from components.config import Settings, SettingsError
+from components.model import preset_of
+from components.model.presets import PRESETS
+from components.wiring import StorageRefs, dataset_files, model_path
+from components.workloads import data as dj
+from offline.engine import run_program
+from tests.conftest import REPO, STACKS, record, stack_settings
+from tests.snapshot import assert_snapshot
+from tests.components.workloads.test_sandbox import assert_valid_core, settings
+
+RRSA = StorageRefs(bucket_name="verl-ack-dev-data", endpoint="oss-ap-southeast-1-internal.aliyuncs.com", auth="rrsa",
+                   csi_role_name="verl-dev-oss-csi")
+AK = StorageRefs(bucket_name="verl-ack-dev-data", endpoint="oss-ap-southeast-1-internal.aliyuncs.com",
+                 auth="access_key", access_key_secret_name="oss-access-key")
+SA = "verl-data"
+JOB = "kubernetes:batch/v1:Job"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+
+def jobs(s, storage=RRSA, tokens=frozenset(), code=None):
+    code = code or dj.pipeline_code()
+    return (dj.dataset_job_manifest(s, code, storage, SA, tokens), dj.model_job_manifest(s, code, storage, SA, tokens))
+
+
+def container(job: dict) -> dict:
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def env(job: dict) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(job)["env"]}
+
+
+def documented_env(module: str) -> set[str]:
+    """Variable names in the `Environment:` section of a pipeline module's docstring."""
+    doc = (REPO / "pipeline" / f"{module}.py").read_text().split('"""')[1]
+    section = doc.split("Environment:", 1)[1]
+    return set(re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", section))
+
+
+def with_preset(preset: str):
+    """Settings with another model preset, without the GPU-layout rules (a 72B model does not fit the dev
+    stack's single node, which does not matter to the data Jobs)."""
+    return Settings.model_validate(stack_settings("dev", {"model": {"preset": preset}}))
+
+
+def copy_pipeline(tmp_path):
+    target = tmp_path / "pipeline"
+    shutil.copytree(REPO / "pipeline", target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+# --------------------------------------------------------------------------------------------- code and names
+def test_configmap_carries_every_pipeline_file_and_is_named_by_their_digest():
+    code = dj.pipeline_code()
+    cm = dj.code_configmap_manifest(settings(), code)
+    on_disk = {p.name: p.read_text() for p in (REPO / "pipeline").glob("*.py")}
+    assert cm["data"] == on_disk
+    assert {"__init__.py", "gsm8k.py", "stage_model.py"} <= set(cm["data"])
+    assert cm["metadata"]["name"] == f"verl-pipeline-{code.digest[:10]}"
+    assert cm["immutable"] is True
+
+
+def test_changing_a_pipeline_file_renames_the_configmap_and_both_jobs(tmp_path):
+    s = settings()
+    before = dj.pipeline_code(copy_pipeline(tmp_path))
+    gsm8k = tmp_path / "pipeline" / "gsm8k.py"
+    gsm8k.write_text(gsm8k.read_text() + "\n# a change\n")
+    after = dj.pipeline_code(tmp_path / "pipeline")
+    assert dj.code_configmap_name(before) != dj.code_configmap_name(after)
+    for old, new in zip(jobs(s, code=before), jobs(s, code=after), strict=True):
+        assert old["metadata"]["name"] != new["metadata"]["name"]
+        volumes = new["spec"]["template"]["spec"]["volumes"]
+        assert {"name": "code", "configMap": {"name": dj.code_configmap_name(after), "defaultMode": 0o444}} in volumes
+
+
+def test_adding_a_pipeline_file_also_changes_the_digest(tmp_path):
+    before = dj.pipeline_code(copy_pipeline(tmp_path))
+    (tmp_path / "pipeline" / "extra.py").write_text("X = 1\n")
+    assert dj.pipeline_code(tmp_path / "pipeline").digest != before.digest
+
+
+def test_same_code_and_settings_give_the_same_names():
+    s = settings()
+    assert [j["metadata"]["name"] for j in jobs(s)] == [j["metadata"]["name"] for j in jobs(settings())]
+
+
+def test_a_settings_change_renames_only_the_job_that_uses_it():
+    s, t = settings(), settings("dev", {"dataset": {"train_subset": 40}})
+    (d1, m1), (d2, m2) = jobs(s), jobs(t)
+    assert d1["metadata"]["name"] != d2["metadata"]["name"]
+    assert m1["metadata"]["name"] == m2["metadata"]["name"]
+
+
+def test_the_bucket_output_does_not_enter_the_job_name():
+    s = settings()
+    other = StorageRefs(bucket_name=object(), endpoint=RRSA.endpoint, auth="rrsa", csi_role_name="r")
+    assert [j["metadata"]["name"] for j in jobs(s)] == [j["metadata"]["name"] for j in jobs(s, storage=other)]
+
+
+def test_a_pipeline_folder_without_init_is_refused(tmp_path):
+    (tmp_path / "gsm8k.py").write_text("pass\n")
+    with pytest.raises(FileNotFoundError, match="__init__.py"):
+        dj.pipeline_code(tmp_path)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_job_names_are_dns_labels_of_at_most_63_characters(preset):
+    s = with_preset(preset)
+    for job in jobs(s):
+        name = job["metadata"]["name"]
+        assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name), name
+
+
+# --------------------------------------------------------------------------------------------- env interface
+def test_dataset_job_env_follows_the_gsm8k_module_interface():
+    s = settings()
+    e = env(jobs(s)[0])
+    assert e["DATASET_NAME"] == "openai/gsm8k" and e["DATASET_CONFIG"] == "main"
+    assert e["OSS_BUCKET"] == RRSA.bucket_name and e["OSS_REGION"] == s.region
+    assert e["OSS_ENDPOINT"] == RRSA.endpoint
+    assert e["OSS_PREFIX"] == dataset_files(s).prefix == "datasets/gsm8k/"
+    assert e["SUBSETS"] == "train:20,test:100"
+    interface = {k for k in e if k.startswith(("OSS_", "DATASET_", "HF_TOKEN", "SUBSETS", "OUTPUT_DIR"))}
+    assert interface <= documented_env("gsm8k")
+
+
+def test_subset_files_the_job_writes_are_the_ones_the_trainer_reads():
+    s = settings()
+    subsets = env(jobs(s)[0])["SUBSETS"]
+    written = {f"{dataset_files(s).prefix}{split}{n}.parquet" for split, n in
+               (item.split(":") for item in subsets.split(","))}
+    assert {dataset_files(s).train, dataset_files(s).test} <= written
+
+
+@pytest.mark.parametrize("source,token_var", [("huggingface", "HF_TOKEN"), ("modelscope", "MODELSCOPE_TOKEN")])
+def test_model_job_env_follows_the_stage_model_interface(source, token_var):
+    s = settings("dev", {"model": {"source": source}})
+    e = env(jobs(s, tokens=frozenset({"hf", "modelscope"}))[1])
+    assert e["MODEL_SOURCE"] == source
+    assert e["MODEL_ID"] == (preset_of(s).hf_id if source == "huggingface" else preset_of(s).modelscope_id)
+    assert e["OSS_PREFIX"] == model_path(s) == "models/Qwen2.5-3B-Instruct/"
+    assert e[token_var]["secretKeyRef"]["name"] == dj.HUB_TOKENS_SECRET
+    other = {"HF_TOKEN", "MODELSCOPE_TOKEN"} - {token_var}
+    assert not other & set(e)
+    interface = {k for k in e if k.startswith(("OSS_", "MODEL_", "DOWNLOAD_DIR", "HF_TOKEN", "MODELSCOPE_TOKEN"))}
+    assert interface <= documented_env("stage_model") | documented_env("gsm8k")
+
+
+def test_hub_tokens_are_referenced_only_when_set():
+    s = settings()
+    for job in jobs(s, tokens=frozenset()):
+        assert "HF_TOKEN" not in env(job) and "MODELSCOPE_TOKEN" not in env(job)
+    assert env(jobs(s, tokens=frozenset({"hf"}))[0])["HF_TOKEN"] == {
+        "secretKeyRef": {"name": "verl-hub-tokens", "key": "hf-token"}}
+
+
+def test_access_keys_come_from_the_storage_secret_only_for_the_access_key_fallback():
+    s = settings("dev", {"storage": {"auth": "access_key"}})
+    for job in jobs(s, storage=AK):
+        e = env(job)
+        assert e["OSS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "oss-access-key", "key": "akId"}}
+        assert e["OSS_ACCESS_KEY_SECRET"] == {"secretKeyRef": {"name": "oss-access-key", "key": "akSecret"}}
+    for job in jobs(settings()):
+        assert not any(k.startswith("OSS_ACCESS_KEY") for k in env(job))
+
+
+def test_access_key_auth_without_a_secret_name_is_an_error():
+    s = settings("dev", {"storage": {"auth": "access_key"}})
+    with pytest.raises(ValueError, match="access-key Secret"):
+        jobs(s, storage=StorageRefs(bucket_name="b", endpoint="e", auth="access_key"))
+
+
+# --------------------------------------------------------------------------------------------- Job spec
+def test_jobs_run_once_on_the_system_pool_as_the_rrsa_account_with_pinned_packages():
+    s = settings()
+    wanted = (dj.PIPELINE_IMPORTS["dataset"], dj.PIPELINE_IMPORTS["model-huggingface"])
+    for job, pkgs in zip(jobs(s), wanted, strict=True):
+        spec = job["spec"]
+        pod = spec["template"]["spec"]
+        assert (spec["backoffLimit"], spec["ttlSecondsAfterFinished"]) == (2, 86400)
+        assert spec["activeDeadlineSeconds"] == 7200
+        assert pod["restartPolicy"] == "Never"
+        assert pod["serviceAccountName"] == SA
+        assert pod["nodeSelector"] == {"verl-ack/pool": "system"}
+        c = container(job)
+        assert c["resources"]["requests"]["cpu"] == c["resources"]["limits"]["cpu"] == s.dataset.job_cpu
+        assert c["resources"]["requests"]["memory"] == s.dataset.job_memory
+        script = c["command"][2]
+        for pkg in pkgs:
+            assert f"{pkg}=={s.versions.pipeline_packages[pkg]}" in script
+        assert c["image"] == s.versions.dataset_image
+
+
+def test_jobs_run_unprivileged_with_a_read_only_root_filesystem():
+    for job in jobs(settings()):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["automountServiceAccountToken"] is False
+        sc = container(job)["securityContext"]
+        assert sc == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                      "capabilities": {"drop": ["ALL"]}}
+
+
+def test_the_job_script_is_valid_shell_and_installs_before_it_runs_the_module():
+    s = settings("dev", {"versions": {"pip_index_url": "https://mirrors.aliyun.com/pypi/simple/"}})
+    for job, module in zip(jobs(s), ("pipeline.gsm8k", "pipeline.stage_model"), strict=True):
+        script = container(job)["command"][2]
+        subprocess.run(["sh", "-n", "-c", script], check=True)
+        assert script.index("pip install") < script.index(f"exec python -m {module}")
+        assert "--index-url https://mirrors.aliyun.com/pypi/simple/" in script
+        assert f"--target {dj.SITE}" in script
+        e = env(job)
+        assert e["PYTHONPATH"] == f"{dj.SITE}:{dj.CODE_ROOT}"
+        mounts = {m["name"]: m["mountPath"] for m in container(job)["volumeMounts"]}
+        assert mounts["code"] == f"{dj.CODE_ROOT}/pipeline"
+
+
+@pytest.mark.parametrize("preset,at_least", [("qwen2.5-0.5b-instruct", 20), ("qwen2.5-7b-instruct", 20),
+                                             ("qwen2.5-72b-instruct", 145)])
+def test_model_scratch_disk_holds_the_bf16_weights(preset, at_least):
+    s = with_preset(preset)
+    gib = dj.scratch_disk_gib(s)
+    assert gib >= max(at_least, preset_of(s).params_billion * 2 * 1e9 / 2**30)
+    scratch = next(v for v in jobs(s)[1]["spec"]["template"]["spec"]["volumes"] if v["name"] == "scratch")
+    claim = scratch["ephemeral"]["volumeClaimTemplate"]["spec"]
+    assert claim["resources"]["requests"]["storage"] == f"{gib}Gi"
+    assert claim["storageClassName"] == s.dataset.staging_storage_class
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_data_object_validates_strictly(stack):
+    s = settings(stack)
+    code = dj.pipeline_code()
+    for obj in (dj.code_configmap_manifest(s, code), dj.hub_tokens_secret_manifest(s),
+                *jobs(s, tokens=frozenset({"hf", "modelscope"}), code=code), *jobs(s, storage=AK, code=code)):
+        assert_valid_core(obj, s.cluster.schema_version)
+
+
+def test_dev_data_jobs_match_their_snapshot():
+    # Digests are masked: a pipeline edit renames the Jobs (tested above) but should not churn the snapshot.
+    code = dj.pipeline_code()
+    text = yaml.safe_dump_all(list(jobs(settings(), tokens=frozenset({"hf"}), code=code)), sort_keys=False)
+    text = text.replace(code.short, "<code-digest>")
+    masked = [yaml.safe_load(d) for d in re.sub(r"-[0-9a-f]{10}\n", "-<job-digest>\n", text).split("---\n")]
+    assert_snapshot("dev.data-jobs.yaml", masked)
+
+
+# --------------------------------------------------------------------------------------------- component
+def test_recorded_jobs_wait_for_their_code_namespace_identity_webhook_and_csi():
+    rec = record("dev")
+    cm = rec.get(CONFIGMAP, "data-code")
+    ns = rec.get("kubernetes:core/v1:Namespace", "identity-namespace")
+    sa = rec.get("kubernetes:core/v1:ServiceAccount", "identity-sa-data")
+    addons = {r.name: r.urn for r in rec.by_type("alicloud:cs/kubernetesAddon:KubernetesAddon")}
+    for name in ("data-dataset", "data-model"):
+        job = rec.get(JOB, name)
+        deps = set(job.dependencies)
+        assert {cm.urn, ns.urn, sa.urn} <= deps, name
+        assert any("pod-identity" in n and urn in deps for n, urn in addons.items()), name
+        assert job.options["custom_timeouts"]["create"] == f"{7200 // 60 + 5}m"
+
+
+def test_recorded_jobs_are_named_by_the_pure_functions_and_mount_the_recorded_configmap():
+    rec = record("dev")
+    cm_name = rec.get(CONFIGMAP, "data-code").inputs["metadata"]["name"]
+    assert cm_name == dj.code_configmap_name(dj.pipeline_code())
+    for name in ("data-dataset", "data-model"):
+        pod = rec.get(JOB, name).inputs["spec"]["template"]["spec"]
+        assert {"name": "code", "configMap": {"name": cm_name, "defaultMode": 0o444}} in pod["volumes"]
+
+
+def test_hub_tokens_reach_the_cluster_only_in_a_secret():
+    rec = record("dev")
+    secret = rec.get("kubernetes:core/v1:Secret", "data-hub-tokens")
+    assert "[secret]" in repr(secret.inputs["stringData"])
+    for name in ("data-dataset", "data-model"):
+        assert "offline-placeholder" not in repr(rec.get(JOB, name).inputs)
+
+
+def test_data_ready_lists_both_jobs_for_the_rayjob_to_depend_on(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(textwrap.dedent("""
+        import pulumi
+        import pulumi_kubernetes as k8s
+        from components.workloads.data import DataArgs, DataJobs
+        from components.model import load_stack
+        from components.wiring import ClusterRefs, StorageRefs, WorkloadIdentity
+
+        s = load_stack("dev")
+        provider = k8s.Provider("k8s", kubeconfig="fake")
+        data = DataJobs("data", DataArgs(
+            s, ClusterRefs("c-fake", provider),
+            StorageRefs("verl-ack-dev-data", "oss-ap-southeast-1-internal.aliyuncs.com", "rrsa", "role"),
+            WorkloadIdentity("verl")))
+        pulumi.export("ready", [r.urn for r in data.ready])
+    """))
+    rec = run_program(program, {}, [], project="verl-ack", stack="unit")
+    jobs_ = {r.urn: r.name for r in rec.by_type(JOB)}
+    assert sorted(jobs_[u] for u in rec.outputs["ready"]) == ["data-dataset", "data-model"]
+    # Without tokens no Secret is made and no Job references one.
+    assert rec.by_type("kubernetes:core/v1:Secret") == []
+
+
+# --------------------------------------------------------------------------------------------- bad input
+BAD = [
+    ({"dataset": {"name": "hiyouga/geometry3k"}}, "dataset.name", "only preprocesses openai/gsm8k"),
+    ({"dataset": {"train_subset": 8000}}, "dataset", "exceeds the 7473 rows"),
+    ({"versions": {"pipeline_packages": {"datasets": ">=5"}}}, "versions.pipeline_packages", "lacks"),
+    ({"versions": {"pipeline_packages": {"datasets": ">=5", "pyarrow": "26.0.1", "alibabacloud-oss-v2": "1.4.1",
+                                         "alibabacloud-credentials": "1.0.12", "huggingface-hub": "2.4.0",
+                                         "modelscope": "1.40.2"}}}, "versions.pipeline_packages", "exact version"),
+    ({"versions": {"pip_index_url": "http://mirror.example/simple"}}, "versions.pip_index_url", "https://"),
+    ({"dataset": {"job_memory": "8GB"}}, "dataset.job_memory", "memory quantity"),
+]
+
+
+@pytest.mark.parametrize("overrides,field,text", BAD, ids=[str(b[0])[:60] for b in BAD])
+def test_bad_data_settings_are_refused_naming_the_field(overrides, field, text):
+    with pytest.raises(SettingsError) as info:
+        settings("dev", overrides)
+    found = [str(p) for p in info.value.problems]
+    assert any(p.startswith(field) and text in p for p in found), found
+
+
+def test_settings_accept_exactly_the_datasets_the_pipeline_supports():
+    from pipeline.gsm8k import SUPPORTED_DATASETS
+
+    for name in SUPPORTED_DATASETS:
+        assert settings("dev", {"dataset": {"name": name}}).dataset.name == name

@@ -1,0 +1,273 @@
+"""verl's configuration: the trainer file plus every override composes with Hydra against the INSTALLED
+verl 0.9.1 config tree (struct mode, so a renamed key fails), nothing mandatory is left missing, the
+overrides survive two shells, and the tool config has the shape verl's tool registry reads."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from components.model.layout import resolve_layout
+from components.wiring import dataset_files, mcp_url
+from components.workloads.training.verl_config import (
+    CODE_TOOL,
+    CONFIG_DIR,
+    GSM8K_TOOL,
+    MCP_DIR,
+    MCP_FILE,
+    TOOL_CONFIG_FILE,
+    TOOLS_MODULE,
+    TOOLS_MODULE_FILE,
+    TOOLS_SOURCE,
+    TRAINER_CONFIG_NAME,
+    TRAINER_FILE,
+    VERL_CONFIG_SEARCHPATH,
+    OverrideError,
+    config_files,
+    config_sha256,
+    entrypoint,
+    hydra_overrides,
+    mcp_servers_document,
+    render_override,
+    tool_config,
+    trainer_config,
+)
+from components.workloads.training.volumes import oss_volumes
+from tests.components.workloads.training.test_rayjob import SITE, settings_for
+
+VERL = SITE / "verl"
+
+
+# --------------------------------------------------------------------------------------------- helpers
+@pytest.fixture
+def verl_config_package(monkeypatch):
+    """Make `pkg://verl.trainer.config` resolvable without importing verl (its __init__ needs numpy/torch):
+    package modules whose search path is the installed tree, none of their code executed."""
+    for name, path in (("verl", VERL), ("verl.trainer", VERL / "trainer"),
+                       ("verl.trainer.config", VERL / "trainer" / "config")):
+        spec = importlib.util.spec_from_file_location(name, path / "__init__.py",
+                                                      submodule_search_locations=[str(path)])
+        monkeypatch.setitem(sys.modules, name, importlib.util.module_from_spec(spec))
+
+
+def compose_job(tmp_path: Path, s, extra: list[str] = ()):
+    """What main_ppo does with the ConfigMap: --config-path=<dir> --config-name=verl_ack_trainer <overrides>."""
+    (tmp_path / TRAINER_FILE).write_text(config_files(s)[TRAINER_FILE])
+    words = shlex.split(entrypoint(s, resolve_layout(s)))
+    assert words[:5] == ["python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
+                         f"--config-name={TRAINER_CONFIG_NAME}"]
+    with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
+        return compose(config_name=TRAINER_CONFIG_NAME, overrides=[*words[5:], *extra])
+
+
+def _module(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------------------------- trainer config
+def test_trainer_file_extends_verls_own_ppo_trainer_from_the_installed_package():
+    doc = trainer_config()
+    assert doc["defaults"] == ["ppo_trainer", "_self_"]
+    assert doc["hydra"]["searchpath"] == [VERL_CONFIG_SEARCHPATH] == ["pkg://verl.trainer.config"]
+    assert (VERL / "trainer" / "config" / "ppo_trainer.yaml").is_file()
+    assert yaml.safe_load(config_files(settings_for("dev"))[TRAINER_FILE]) == doc
+
+
+def test_every_stack_composes_against_verl_0_9_1_with_no_missing_value(stack_name, tmp_path, verl_config_package):
+    s = settings_for(stack_name)
+    cfg = compose_job(tmp_path, s)
+    assert OmegaConf.is_struct(cfg)
+    assert OmegaConf.missing_keys(cfg) == set(), f"stack {stack_name}: mandatory verl keys left `???`"
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    for key, value in hydra_overrides(s, resolve_layout(s)):
+        landed = OmegaConf.select(cfg, key, throw_on_missing=True)
+        landed = OmegaConf.to_container(landed) if OmegaConf.is_config(landed) else landed
+        assert landed == (list(value) if isinstance(value, (list, tuple)) else value), key
+
+
+def test_a_renamed_or_unknown_key_fails_composition(tmp_path, verl_config_package):
+    s = settings_for("dev")
+    compose_job(tmp_path, s)  # the baseline composes ...
+    with pytest.raises(ConfigCompositionException, match="nnodez"):
+        compose_job(tmp_path, s, ["trainer.nnodez=1"])  # ... and one wrong key does not
+    with pytest.raises(ConfigCompositionException, match="max_turns"):
+        compose_job(tmp_path, s, ["actor_rollout_ref.rollout.multi_turn.max_turns=5"])  # the pre-0.4.1 name
+
+
+def test_invariants_the_layout_rules_count_on_are_in_the_composed_config(tmp_path, verl_config_package):
+    cfg = compose_job(tmp_path, settings_for("dev"))
+    aro = cfg.actor_rollout_ref
+    assert aro.hybrid_engine is True
+    assert aro.model.use_remove_padding is True
+    assert cfg.data.return_raw_chat is True
+    assert cfg.trainer.resume_mode == "auto"
+    assert aro.rollout.val_kwargs.do_sample is False
+    assert aro.rollout.multi_turn.enable is True
+    assert aro.actor.ppo_micro_batch_size is None and aro.rollout.log_prob_micro_batch_size is None
+    assert cfg.data.tool_config_path == f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"  # the dataset counts tool tokens too
+
+
+def test_a_smoke_run_does_not_validate_and_resumes_with_optimizer_state(tmp_path, verl_config_package):
+    cfg = compose_job(tmp_path, settings_for("dev"))
+    assert cfg.trainer.val_before_train is False and cfg.trainer.test_freq == -1
+    assert cfg.trainer.total_training_steps == 1
+    assert list(cfg.actor_rollout_ref.actor.checkpoint.save_contents) == ["model", "optimizer", "extra", "hf_model"]
+    assert list(cfg.actor_rollout_ref.actor.checkpoint.load_contents) == ["model", "optimizer", "extra"]
+
+
+def test_checkpoints_land_where_the_teardown_tool_looks(stack_name, tmp_path, verl_config_package):
+    from teardown import experiment_prefix
+
+    s = settings_for(stack_name)
+    cfg = compose_job(tmp_path, s)
+    vol = oss_volumes(s)["checkpoints"]
+    key = experiment_prefix(s.storage.checkpoints_prefix, s.training.project_name, s.training.experiment_name)
+    assert cfg.trainer.default_local_dir == f"{vol.mount_path}/{key[len(vol.prefix):].rstrip('/')}"
+
+
+def test_train_and_val_files_are_files_the_dataset_job_writes(stack_name, tmp_path, verl_config_package):
+    s = settings_for(stack_name)
+    cfg = compose_job(tmp_path, s)
+    files, vol = dataset_files(s), oss_volumes(s)["datasets"]
+    for path, key in ((cfg.data.train_files, files.train), (cfg.data.val_files, files.test)):
+        assert key in files.written
+        assert path == f"{vol.mount_path}/{key[len(vol.prefix):]}"
+
+
+def test_the_model_path_is_the_staged_preset_directory(tmp_path, verl_config_package):
+    s = settings_for("dev")
+    cfg = compose_job(tmp_path, s)
+    assert cfg.actor_rollout_ref.model.path == f"{oss_volumes(s)['models'].mount_path}/Qwen2.5-3B-Instruct"
+
+
+# --------------------------------------------------------------------------------------------- overrides
+def test_every_override_is_one_shell_safe_word(stack_name):
+    s = settings_for(stack_name)
+    line = entrypoint(s, resolve_layout(s))
+    assert shlex.split(line) == line.split(" ")
+    assert not set(line) & set("'\"$`;&|<>(){}*?~\\#!")
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("trainer.experiment_name", "two words", "may only contain"),
+    ("trainer.experiment_name", "it's", "may only contain"),
+    ("trainer.experiment_name", "$(reboot)", "may only contain"),
+    ("trainer.experiment_name", "a;b", "may only contain"),
+    ("trainer.experiment_name", "a,b", "may only contain"),
+    ("trainer.experiment_name", "run*", "may only contain"),
+    ("trainer.experiment_name", "2024", "would read"),
+    ("trainer.experiment_name", "1e5", "would read"),
+    ("trainer.experiment_name", "null", "would read"),
+    ("trainer.logger", ["console", "a b"], "may only contain"),
+    ("+trainer.extra", 1, "plain dotted Hydra key"),
+    ("~trainer.logger", None, "plain dotted Hydra key"),
+    ("trainer.logger", {"a": 1}, "cannot render"),
+])
+def test_unsafe_overrides_are_refused_with_the_key_named(key, value, match):
+    with pytest.raises(OverrideError, match=match):
+        render_override(key, value)
+
+
+def test_overrides_render_lists_bools_and_floats_the_way_hydra_reads_them():
+    assert render_override("trainer.logger", ["console", "mlflow"]) == "trainer.logger=[console,mlflow]"
+    assert render_override("a.b", True) == "a.b=True"
+    assert render_override("a.b", 1e-6) == "a.b=1e-06"
+    assert render_override("a.b", None) == "a.b=null"
+
+
+def test_a_key_given_twice_is_refused():
+    s = settings_for("dev")
+    pairs = hydra_overrides(s, resolve_layout(s))
+    with pytest.raises(OverrideError, match="duplicate"):
+        entrypoint(s, resolve_layout(s), pairs + [pairs[0]])
+
+
+# --------------------------------------------------------------------------------------------- tools
+def _tool_types() -> set[str]:
+    """Values of verl's ToolType enum, read from the installed tool_registry.py (it cannot be imported here)."""
+    tree = ast.parse((VERL / "tools" / "tool_registry.py").read_text())
+    enum = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ToolType")
+    return {n.value.value for n in enum.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)}
+
+
+def test_the_tool_config_has_the_shape_verls_tool_registry_reads(stack_name):
+    schemas = _module("verl_tool_schemas_under_test", VERL / "tools" / "schemas.py")
+    module_tree = ast.parse(TOOLS_SOURCE.read_text())
+    classes = {n.name: n for n in module_tree.body if isinstance(n, ast.ClassDef)}
+    doc = yaml.safe_load(config_files(settings_for(stack_name))[TOOL_CONFIG_FILE])
+    assert set(doc) == {"tools"}
+    names = []
+    for tool in doc["tools"]:
+        assert set(tool) == {"class_name", "config", "tool_schema"}
+        assert tool["config"]["type"] in _tool_types() == {"native"}
+        module, cls = tool["class_name"].rsplit(".", 1)
+        assert module == TOOLS_MODULE and cls in classes, tool["class_name"]
+        assert [b.id for b in classes[cls].bases] == ["BaseTool"]
+        parsed = schemas.OpenAIFunctionToolSchema.model_validate(tool["tool_schema"])
+        names.append(parsed.function.name)
+    assert names == [GSM8K_TOOL, CODE_TOOL]
+
+
+def test_the_gsm8k_tool_name_is_the_key_the_dataset_rows_carry():
+    from pipeline.gsm8k import build_row
+
+    row = build_row({"question": "1+1?", "answer": "so #### 2"}, 0, "train")
+    assert row["agent_name"] == "tool_agent"  # so default_agent_loop needs no override
+    assert list(row["extra_info"]["tools_kwargs"]) == [GSM8K_TOOL]
+
+
+def test_the_code_tool_reads_the_mounted_secret_and_shares_the_sandbox_pool():
+    s = settings_for("dev")
+    (_, code) = tool_config(s)["tools"]
+    assert code["config"]["mcp_servers_config_path"] == f"{MCP_DIR}/{MCP_FILE}"
+    assert code["config"]["mcp_tool"] == "run_code_once"
+    assert code["config"]["timeout_seconds"] == s.training.tool_timeout_seconds
+    workers = s.training.agent_num_workers
+    assert code["config"]["max_concurrency"] * workers <= s.sandbox.pool_cap
+
+
+def test_no_code_tool_without_sandboxes():
+    doc = tool_config(settings_for("existing-ecs", {"sandbox": {"enabled": False}}))
+    assert [t["tool_schema"]["function"]["name"] for t in doc["tools"]] == [GSM8K_TOOL]
+
+
+def test_the_mcp_servers_file_is_valid_json_for_fastmcp_without_auth_token(stack_name):
+    s = settings_for(stack_name)
+    doc = json.loads(json.dumps(mcp_servers_document(s, "k-123")))
+    (server,) = doc["mcpServers"].values()
+    assert set(server) == {"url", "transport", "headers"}  # no auth_token: verl/fastmcp would switch to SSE+Bearer
+    assert server["url"] == mcp_url(s) == (f"http://{s.sandbox.service_name}.{s.sandbox.namespace}.svc.cluster.local:"
+                                           f"{s.sandbox.mcp_port}{s.sandbox.mcp_path}")
+    assert server["transport"] == "http"
+    assert server["headers"] == {"E2B-API-KEY": "k-123", "X-API-KEY": "k-123", "X-Template": s.sandbox.template_name,
+                                 "X-Execution-Timeout": str(s.training.tool_timeout_seconds)}  # not the 60 s default
+
+
+def test_the_config_map_holds_no_secret_and_ships_the_tool_module():
+    s = settings_for("dev")
+    files = config_files(s)
+    assert set(files) == {TRAINER_FILE, TOOL_CONFIG_FILE, TOOLS_MODULE_FILE}
+    assert files[TOOLS_MODULE_FILE] == TOOLS_SOURCE.read_text()
+    configs = files[TRAINER_FILE] + files[TOOL_CONFIG_FILE]
+    assert "API-KEY" not in configs and "mcpServers" not in configs  # the key file is the Secret's, by path only
+
+
+def test_the_config_hash_follows_the_files():
+    files = config_files(settings_for("dev"))
+    assert config_sha256(files) == config_sha256(dict(files))
+    assert config_sha256(files) != config_sha256({**files, TOOL_CONFIG_FILE: files[TOOL_CONFIG_FILE] + "#"})
+    no_sandbox = settings_for("existing-ecs", {"sandbox": {"enabled": False}})
+    assert config_sha256(files) != config_sha256(config_files(no_sandbox))

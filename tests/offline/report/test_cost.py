@@ -1,0 +1,134 @@
+"""The cost ESTIMATE: a hand-computed run, price overrides, idle cost after the job, and its labelling in the
+plan and the stack output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.config import DEFAULT_PRICES_USD, Settings, SettingsError
+from components.model import load_stack, parse_settings
+from offline.report.cost import (
+    CHECKPOINT_BYTES_PER_PARAM,
+    HOURS_PER_MONTH,
+    cost_section,
+    estimate_cost,
+    stack_cost_estimate,
+    training_steps,
+)
+from offline.report.latency import Timeline
+from tests.conftest import record, stack_settings
+
+TIMELINE = Timeline(setup_minutes=25, gpu_pool_start_minutes=5, gpu_pool_ready_minutes=15, source="test")
+PRICES = {"ecs.gn7i-c16g1.4xlarge": 2.0, "ecs.g7.2xlarge": 0.5, "disk_gib_month": 0.1, "oss_gib_month": 0.02}
+
+
+def settings(overrides: dict | None = None, stack: str = "existing-ecs") -> Settings:
+    return parse_settings(stack_settings(stack, overrides))
+
+
+def small() -> Settings:
+    """existing-ecs: 2 ECS A10 nodes, 2 system nodes, existing cluster (no ACK fee, NAT or ALB), 0.5B model."""
+    return settings({"cost": {"prices": PRICES, "seconds_per_step": 360, "scale_down_minutes": 10},
+                     "training": {"total_training_steps": 5, "save_freq": 5}})
+
+
+def test_a_small_run_matches_the_hand_computed_total():
+    s = small()
+    est = estimate_cost(s, TIMELINE)
+    # Run: setup 25 + 5 steps x 6 min + TTL 300 s = 60 min -> 1 hour the stack is up.
+    assert est.training_minutes == 30 and est.ttl_minutes == 5 and est.run_hours == pytest.approx(1.0)
+    # ECS GPU nodes bill from pool creation (min 5) to 10 min after the run: 65 min on 2 nodes.
+    gpu = 2 * 65 / 60 * 2.0
+    gpu_disks = 2 * 200 * (65 / 60) / 730 * 0.1
+    system = 2 * 1.0 * 0.5
+    system_disks = 2 * 120 * 1.0 / 730 * 0.1
+    tracking_disk = 20 * 1.0 / 730 * 0.1
+    # OSS: 10 MiB dataset + 0.49e9 x 2 B model + one checkpoint of 0.49e9 x 16 B (model+optimizer+extra+hf_model).
+    oss_gib = 10 / 1024 + 0.49e9 * 2 / 2**30 + 0.49e9 * 16 / 2**30
+    oss = oss_gib * 1.0 / 730 * 0.02
+    assert est.gpu_node_hours == pytest.approx(2 * 65 / 60)
+    assert sum(est.storage_gib.values()) == pytest.approx(oss_gib)
+    assert est.total == pytest.approx(gpu + gpu_disks + system + system_disks + tracking_disk + oss)
+    assert est.total == pytest.approx(5.4286, abs=1e-4)
+    assert HOURS_PER_MONTH == 730 and sum(CHECKPOINT_BYTES_PER_PARAM.values()) == 16
+
+
+def test_overriding_a_price_changes_the_total_by_exactly_that_line():
+    base = estimate_cost(small(), TIMELINE)
+    dearer = estimate_cost(settings({"cost": {"prices": {**PRICES, "ecs.gn7i-c16g1.4xlarge": 3.0},
+                                              "seconds_per_step": 360},
+                                     "training": {"total_training_steps": 5, "save_freq": 5}}), TIMELINE)
+    assert dearer.total - base.total == pytest.approx(base.gpu_node_hours * 1.0)
+    lingjun = load_stack("dev")
+    t = Timeline(60, 20, 30, "test")
+    cheap = estimate_cost(lingjun, t)
+    dear = estimate_cost(parse_settings(stack_settings("dev", {"cost": {"prices": {"lingjun_node_hour": 40.0}}})), t)
+    step = 40.0 - DEFAULT_PRICES_USD["lingjun_node_hour"]
+    assert dear.total - cheap.total == pytest.approx(cheap.gpu_node_hours * step)
+
+
+def test_the_ecs_gpu_pool_costs_nothing_idle_at_min_nodes_zero_and_its_price_above():
+    idle = {ln.price_key: ln.cost for ln in estimate_cost(small(), TIMELINE).idle_lines if "GPU" in ln.item}
+    assert idle == {"ecs.gn7i-c16g1.4xlarge": 0, "disk_gib_month": 0}
+    warm = settings({"gpu_pool": {"ecs": {"min_nodes": 1}}, "cost": {"prices": PRICES}})
+    idle = {ln.price_key: ln.cost for ln in estimate_cost(warm, TIMELINE).idle_lines if "GPU" in ln.item}
+    assert idle == {"ecs.gn7i-c16g1.4xlarge": pytest.approx(2.0), "disk_gib_month": pytest.approx(200 / 730 * 0.1)}
+
+
+def test_lingjun_nodes_bill_while_they_exist_so_they_dominate_the_idle_cost():
+    s = load_stack("multinode")
+    est = estimate_cost(s, Timeline(60, 20, 30, "test"))
+    (gpu,) = [ln for ln in est.idle_lines if ln.price_key == "lingjun_node_hour"]
+    assert gpu.cost == pytest.approx(2 * s.cost.prices["lingjun_node_hour"])
+    assert est.idle_per_hour > gpu.cost  # plus cluster fee, NAT, ALB, system pool
+
+
+def test_a_new_cluster_adds_the_ack_fee_nat_eip_and_the_sandbox_domain_adds_the_alb():
+    keys = {ln.price_key for ln in estimate_cost(load_stack("dev"), TIMELINE).lines}
+    assert {"ack.pro.small", "nat_gateway_hour", "eip_hour", "eip_egress_gib", "alb_hour", "alb_lcu_hour"} <= keys
+    keys = {ln.price_key for ln in estimate_cost(small(), TIMELINE).lines}
+    assert not keys & {"ack.pro.small", "nat_gateway_hour", "alb_hour"}
+
+
+def test_steps_come_from_epochs_when_total_training_steps_is_empty():
+    s = load_stack("multinode")  # 7473 rows, batch 64, one epoch; verl drops the last partial batch
+    assert s.training.total_training_steps is None
+    assert training_steps(s) == 7473 // 64 == 116
+
+
+def test_a_missing_instance_price_marks_the_estimate_incomplete_instead_of_failing():
+    s = settings({"gpu_pool": {"ecs": {"instance_types": ["ecs.gn8v.8xlarge"]}}})
+    est = estimate_cost(s, TIMELINE)
+    assert est.missing_prices == ["ecs.gn8v.8xlarge"]
+    assert est.as_output()["complete"] is False
+    assert "**incomplete**: no price for ['ecs.gn8v.8xlarge']" in cost_section(s, record("existing-ecs")).markdown
+
+
+def test_unknown_price_keys_and_cny_without_every_named_price_are_refused():
+    with pytest.raises(SettingsError, match="unknown price key"):
+        settings({"cost": {"prices": {"nat_hour": 1}}})
+    with pytest.raises(SettingsError, match="built-in prices are USD"):
+        settings({"cost": {"currency": "CNY"}})
+    with pytest.raises(SettingsError, match="prices_taken_on"):
+        settings({"cost": {"prices_taken_on": "June 2026"}})
+
+
+def test_the_dev_plan_section_is_labelled_as_an_estimate_and_prints_its_assumptions():
+    s = load_stack("dev")
+    sec = cost_section(s, record("dev"))
+    assert sec.key == "cost" and "ESTIMATE" in sec.title
+    assert "**ESTIMATE, not a quote." in sec.markdown
+    assert "override them with your account's prices" in sec.markdown
+    assert "Assumptions:" in sec.markdown and "training step(s)" in sec.markdown
+    assert sec.data["estimate"] is True and sec.data["total"] > 0
+
+
+def test_the_stack_output_is_plain_numbers_with_currency_and_assumptions(stack_name):
+    out = record(stack_name).outputs["cost_estimate"]
+    s = load_stack(stack_name)
+    assert out == json.loads(json.dumps(stack_cost_estimate(s)))
+    assert out["estimate"] is True and out["currency"] == "USD"
+    assert isinstance(out["total"], (int, float)) and isinstance(out["idle_per_hour"], (int, float))
+    assert out["assumptions"] and "[secret]" not in json.dumps(out)
