@@ -21,7 +21,6 @@ from components.workloads.prepull import ImagePrepull
 from components.workloads.sandbox import SandboxArgs, Sandboxes
 from components.workloads.tracking import Tracking, TrackingArgs, port_forward_commands
 from components.workloads.training.component import TrainingJob, TrainingJobArgs
-from offline.report.cost import stack_cost_estimate
 
 settings = parse_settings(pulumi.Config(PROJECT).require_object("settings"))
 secrets = read_secrets(settings)
@@ -81,7 +80,6 @@ training = TrainingJob("train", TrainingJobArgs(settings, cluster_refs, pools.gp
 
 pulumi.export("layout", layout.as_dict())
 pulumi.export("training_entrypoint", training.entrypoint)
-pulumi.export("cost_estimate", stack_cost_estimate(settings))  # plain numbers: an ESTIMATE, not a quote
 
 pulumi.export("cluster_id", cluster.cluster_id)
 pulumi.export("kubeconfig", cluster.kubeconfig)  # secret

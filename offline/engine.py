@@ -9,6 +9,7 @@ files, test assertions, logs) ever holds them. Invokes the program may make are 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import runpy
 from dataclasses import dataclass, field
@@ -239,6 +240,7 @@ def _canonical_order(recording: Recording) -> None:
         return tuple(reversed(chain))
 
     recording.resources.sort(key=path)
+    recording.invokes.sort(key=lambda i: json.dumps(i, sort_keys=True, default=str))
     for r in recording.resources:
         r.dependencies = sorted(r.dependencies)
         r.property_dependencies = {k: sorted(v) for k, v in sorted(r.property_dependencies.items())}

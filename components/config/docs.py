@@ -17,7 +17,7 @@ def stack_json_schema() -> dict:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "verl-ack stack file",
-        "description": "stacks/Pulumi.<stack>.yaml: `verl-ack:settings` is validated by components/config/ (root.py and its sections)",
+        "description": "stacks/Pulumi.<stack>.yaml: `verl-ack:settings` is validated by components/config/",
         "type": "object",
         "properties": {
             "secretsprovider": {"type": "string"},

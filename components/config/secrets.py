@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pulumi
 
-from components.config import PROJECT, Problem, Settings, SettingsError
+from components.config import PROJECT, SECRET_KEYS, Problem, Settings, SettingsError
+
+
+def field_name(key: str) -> str:
+    """`sandboxApiKey` -> `sandbox_api_key`: the Secrets field of a secret config key."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 
 @dataclass(frozen=True)
 class Secrets:
+    """One field per key of SECRET_KEYS (a test holds them equal), each a secret Output or None when unset."""
+
     sandbox_api_key: pulumi.Output[str] | None
     hf_token: pulumi.Output[str] | None
     modelscope_token: pulumi.Output[str] | None
@@ -50,12 +58,4 @@ def read_secrets(s: Settings, config: pulumi.Config | None = None) -> Secrets:
     def get(key: str) -> pulumi.Output[str] | None:
         return config.require_secret(key) if present(key) else None
 
-    return Secrets(
-        sandbox_api_key=get("sandboxApiKey"),
-        hf_token=get("hfToken"),
-        modelscope_token=get("modelscopeToken"),
-        tls_certificate=get("tlsCertificate"),
-        tls_private_key=get("tlsPrivateKey"),
-        oss_access_key_id=get("ossAccessKeyId"),
-        oss_access_key_secret=get("ossAccessKeySecret"),
-    )
+    return Secrets(**{field_name(key): get(key) for key in SECRET_KEYS})

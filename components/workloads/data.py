@@ -361,22 +361,3 @@ class DataJobs(pulumi.ComponentResource):
 
 
 # --------------------------------------------------------------------------------------------- plan
-def data_section(s: Settings, recording):
-    """Plan section: the objects the data Jobs write, the Jobs' names and where tracking lives."""
-    from components.wiring import tracking_uri
-    from offline.report import Section, _table  # report imports the builders; import here to avoid a cycle
-
-    files = dataset_files(s)
-    jobs = [r.inputs.get("metadata", {}).get("name") for r in recording.by_type("kubernetes:batch/v1:Job")]
-    rows = [
-        ("dataset objects", ", ".join(f"`{k}`" for k in files.written)),
-        ("trainer reads", f"`{files.train}`, `{files.test}`"),
-        ("model prefix", f"`{model_path(s)}` ({preset_of(s).hf_id} from {s.model.source}; scratch disk "
-                         f"{scratch_disk_gib(s)} GiB)"),
-        ("data Jobs", ", ".join(f"`{j}`" for j in jobs if j) or "none"),
-        ("pip pins", ", ".join(f"{k}=={v}" for k, v in sorted(s.versions.pipeline_packages.items()))),
-        ("MLflow", f"`{tracking_uri(s)}`" if s.tracking.enabled else "disabled"),
-    ]
-    data = {"dataset_files": list(files.written), "train": files.train, "test": files.test,
-            "model_path": model_path(s), "data_jobs": jobs, "tracking_uri": tracking_uri(s)}
-    return Section("data", "Data and tracking", _table(rows, ("data and tracking", "value")), data)

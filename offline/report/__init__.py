@@ -1,69 +1,24 @@
-"""Sections of the offline plan (`plan.md` / `plan.json`) that components contribute.
+"""The offline plan's report: sections of `plan.md` / `plan.json`, and the estimates behind them.
 
-Each builder takes the validated settings and the recorded program run and returns a `Section` (a title,
-markdown for reviewers and plain data for `plan.json`). plan.py renders whatever is listed in `BUILDERS`,
-so a new component adds its report here without touching the plan tool.
+Each builder takes the validated settings and the recorded program run and returns a `Section`. plan.py renders
+whatever is listed in `BUILDERS`. Only the offline tools import this package: the Pulumi program (components/)
+never does, so `pulumi up` loads no estimate and no report, and the cost and time figures come from one
+source, the recorded resource graph.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from components.cloud.cluster import cloud_section
 from components.config import Settings
-from components.model import preset_of
-from components.model.layout import check_layout, resolve_layout
-from components.workloads.data import data_section
-from components.workloads.sandbox import sandbox_section
-from components.workloads.training.component import training_section
+from offline.report.cloud import cloud_section
 from offline.report.cost import cost_section
 from offline.report.latency import latency_section
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    markdown: str
-    data: Any = field(default=None)
-
-
-def _table(rows: list[tuple[str, Any]], head: tuple[str, str] = ("", "")) -> str:
-    lines = [f"| {head[0]} | {head[1]} |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows]
-    return "\n".join(lines)
-
-
-def layout_section(s: Settings, recording) -> Section:
-    L = resolve_layout(s)
-    m = L.memory
-    rows = [
-        ("model", f"{L.hf_id} ({preset_of(s).params_billion} B parameters)"),
-        ("GPU nodes x GPUs per node", f"{L.nodes} x {L.gpus_per_node} = {L.world_size} GPUs "
-                                     f"({s.gpu_pool.kind}, {s.gpu_pool.gpu_model or 'GPU'} {s.gpu_pool.gpu_memory_gib} GiB)"),
-        ("rollout TP / replicas", f"{L.rollout_tp} / {L.rollout_replicas}"),
-        ("gpu_memory_utilization", L.gpu_memory_utilization),
-        ("offload actor params / optimizer / ref", f"{L.actor_param_offload} / {L.actor_optimizer_offload} / "
-                                                    f"{L.ref_param_offload}"),
-        ("micro batch per GPU (actor / log-prob)", f"{L.ppo_micro_batch_size_per_gpu} / "
-                                                    f"{L.log_prob_micro_batch_size_per_gpu}"),
-        ("mini batch per GPU after normalisation", L.ppo_mini_batch_per_gpu),
-        ("Ray CPUs per GPU pod", L.ray_cpus_per_gpu_pod),
-        ("est. training peak per GPU", f"{m.train_gib:.1f} GiB ({m.train_gib / m.gpu_gib:.0%})"),
-        ("est. rollout peak per GPU", f"{m.rollout_gib:.1f} GiB ({m.rollout_gib / m.gpu_gib:.0%}; vLLM weights "
-                                      f"{m.vllm_weights_gib:.1f} of its {m.vllm_share_gib:.1f} GiB share)"),
-        ("est. host memory for offload per node", f"{m.host_offload_gib_per_node:.0f} GiB"),
-    ]
-    findings = check_layout(s)
-    md = _table(rows, ("layout", "value"))
-    md += "\n\nMemory breakdown (GiB per GPU): " + ", ".join(f"{k} {v}" for k, v in m.breakdown.items())
-    md += "\n\nThe memory figures are an estimate (see components/layout.py), not a measurement."
-    if findings:
-        md += "\n\n" + "\n".join(f"- **{f.severity}** `{f.field}`: {f.message}" for f in findings)
-    return Section("layout", "GPU layout", md, {"layout": L.as_dict(), "findings": [f.__dict__ for f in findings]})
-
+from offline.report.layout import layout_section
+from offline.report.section import Section
+from offline.report.training import training_section
+from offline.report.workloads import data_section, sandbox_section
 
 BUILDERS: list[Callable[[Settings, Any], Section]] = [layout_section, cloud_section, latency_section, cost_section,
                                                       sandbox_section, data_section, training_section]

@@ -19,7 +19,8 @@ from typing import Any, Optional
 
 from components.config import DEFAULT_PRICES_USD, Settings
 from components.model import preset_of
-from offline.report.latency import Timeline, critical_path, model_bytes, nominal_timeline
+from offline.report.latency import Timeline, critical_path, model_bytes
+from offline.report.section import Section
 
 HOURS_PER_MONTH = 730  # 8760 / 12, the convention of monthly cloud prices
 GIB = 2**30
@@ -234,11 +235,6 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
         storage_gib=store, lines=lines, idle_lines=idle, assumptions=assumptions)
 
 
-def stack_cost_estimate(s: Settings) -> dict[str, Any]:
-    """The `cost_estimate` stack output: plain numbers from the nominal timeline (no secrets, no Outputs)."""
-    return estimate_cost(s, nominal_timeline(s)).as_output()
-
-
 def _money(x: Optional[float], cur: str) -> str:
     return "no price" if x is None else f"{x:,.2f} {cur}"
 
@@ -248,12 +244,11 @@ def _price(x: Optional[float], cur: str) -> str:
 
 
 def cost_section(s: Settings, recording):
-    from offline.report import Section  # report imports the builders; import here to avoid a cycle
 
     est = estimate_cost(s, critical_path(recording, s).timeline())
     cur = est.currency
-    md = [f"**{ESTIMATE_NOTE}** Prices: {est.prices_source}. The stack output `cost_estimate` is the same "
-          "estimate over the nominal reference chain (a running program has no recorded graph).", "",
+    md = [f"**{ESTIMATE_NOTE}** Prices: {est.prices_source}. Computed from the recorded resource "
+          "graph above; the program exports no estimate of its own, so there is one figure to trust.", "",
           f"**Run total: {_money(est.total, cur)}** over {est.run_hours:.2f} h "
           f"({est.gpu_node_hours:.2f} GPU node-hours). **Left up after the job: {_money(est.idle_per_hour, cur)} "
           f"per hour.** Data kept in OSS: {sum(est.storage_gib.values()):.1f} GiB, "

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from components.config import Settings
 from components.model import preset_of
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
-
-if TYPE_CHECKING:  # the running program never imports the offline engine; the plan passes its Recording
-    from offline.engine import Recording, Registration
+from offline.engine import Recording, Registration
+from offline.report.section import Section, table
 
 RAYJOB_TYPE = "kubernetes:ray.io/v1:RayJob"  # pulumi_kubernetes CustomResource: f"kubernetes:{apiVersion}:{kind}"
 JOB_TYPE = "kubernetes:batch/v1:Job"
@@ -79,17 +78,17 @@ def model_bytes(s: Settings) -> float:
     return preset_of(s).params_billion * 1e9 * 2
 
 
-def _labels(reg: Registration | Node) -> dict[str, str]:
+def _labels(reg: Registration) -> dict[str, str]:
     meta = reg.inputs.get("metadata") or {}
     return meta.get("labels") or {} if isinstance(meta, dict) else {}
 
 
-def _annotations(reg: Registration | Node) -> dict[str, str]:
+def _annotations(reg: Registration) -> dict[str, str]:
     meta = reg.inputs.get("metadata") or {}
     return meta.get("annotations") or {} if isinstance(meta, dict) else {}
 
 
-def is_gpu_pool(reg: Registration | Node) -> bool:
+def is_gpu_pool(reg: Registration) -> bool:
     """The GPU node pool: labelled `verl-ack/pool: gpu`, tainted with the GPU or Lingjun taint, or a Lingjun pool."""
     if reg.type != NODE_POOL_TYPE:
         return False
@@ -99,12 +98,12 @@ def is_gpu_pool(reg: Registration | Node) -> bool:
             or reg.inputs.get("type") == "lingjun")
 
 
-def is_prepull(reg: Registration | Node) -> bool:
+def is_prepull(reg: Registration) -> bool:
     return reg.type == DAEMONSET_TYPE and (
         _labels(reg).get(ROLE_LABEL) == PREPULL_ROLE or "prepull" in reg.name.replace("-", ""))
 
 
-def job_kind(reg: Registration | Node) -> str:
+def job_kind(reg: Registration) -> str:
     """`model_job` (model staging), `dataset_job` or `job`, from the role label (`verl-ack/role` or
     `app.kubernetes.io/component`), the command (`pipeline.stage_model`, `pipeline.gsm8k`), or the name."""
     labels = _labels(reg)
@@ -121,7 +120,7 @@ def job_kind(reg: Registration | Node) -> str:
     return "job"
 
 
-def kind_of(reg: Registration | Node) -> str:
+def kind_of(reg: Registration) -> str:
     if reg.type.startswith("pulumi:providers:"):
         return "provider"
     if not reg.custom:
@@ -182,7 +181,7 @@ class ImagePull:
     on_critical_path: bool
 
 
-def training_image(s: Settings, recording: Recording | Graph) -> str:
+def training_image(s: Settings, recording: Recording) -> str:
     """The image of the RayJob's head pod as recorded, else the settings' base image."""
     for reg in recording.by_type(RAYJOB_TYPE):
         try:
@@ -267,7 +266,7 @@ class _Schedule:
     """Earliest start ("ready") and finish of every resource under the engine's ordering rules, evaluated
     iteratively (no recursion limit however long the dependency chains grow)."""
 
-    def __init__(self, recording: Recording | Graph, s: Settings):
+    def __init__(self, recording: Recording, s: Settings):
         self.regs = {r.urn: r for r in recording.resources}
         self.children: dict[str, list[str]] = {}
         for r in recording.resources:
@@ -359,7 +358,7 @@ class _Schedule:
         return out
 
 
-def critical_path(recording: Recording | Graph, s: Settings) -> CriticalPath:
+def critical_path(recording: Recording, s: Settings) -> CriticalPath:
     """The modelled time to the first training step, its critical path, the serial sum of the same steps
     and the GPU-idle minutes before training, from the recorded graph and `settings.latency`."""
     sched = _Schedule(recording, s)
@@ -447,70 +446,11 @@ def critical_path(recording: Recording | Graph, s: Settings) -> CriticalPath:
         phases=phases, notes=notes)
 
 
-@dataclass
-class Node:
-    """A resource of a graph that was not recorded (same fields the model reads from a `Registration`)."""
-
-    urn: str
-    type: str
-    name: str
-    custom: bool = True
-    parent: str = ""
-    provider: str = ""
-    dependencies: list[str] = field(default_factory=list)
-    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
-    inputs: dict = field(default_factory=dict)
-
-
-@dataclass
-class Graph:
-    resources: list[Node]
-
-    def by_type(self, type_: str) -> list[Node]:
-        return [r for r in self.resources if r.type == type_]
-
-
-def nominal_recording(s: Settings) -> Graph:
-    """The reference chain of a stack, for a running program that has no recorded graph (the stack output):
-    network -> NAT -> cluster -> Kubernetes provider -> node pools -> KubeRay -> data Jobs -> RayJob."""
-    regs: list[Node] = []
-
-    def add(type_: str, name: str, deps: list[Node], inputs: Optional[dict] = None) -> Node:
-        reg = Node(urn=f"urn:nominal::{type_}::{name}", type=type_, name=name,
-                   dependencies=[d.urn for d in deps], inputs=inputs or {})
-        regs.append(reg)
-        return reg
-
-    base: list[Node] = []
-    if s.cluster.mode == "new":
-        if s.cluster.network.vpc_id is None:
-            vpc = add("alicloud:vpc/network:Network", "vpc", [])
-            switch = add("alicloud:vpc/switch:Switch", "node-switch", [vpc])
-            nat = add("alicloud:vpc/natGateway:NatGateway", "nat", [switch])
-            eip = add("alicloud:ecs/eipAssociation:EipAssociation", "nat-eip", [nat])
-            base = [eip]
-        base = [add("alicloud:cs/managedKubernetes:ManagedKubernetes", "cluster", base)]
-    k8s = add("pulumi:providers:kubernetes", "k8s", base)
-    gpu = add(NODE_POOL_TYPE, "gpu-pool", base, {"labels": [{"key": POOL_LABEL, "value": "gpu"}]})
-    system = add(NODE_POOL_TYPE, "system-pool", base, {"labels": [{"key": POOL_LABEL, "value": "system"}]})
-    kuberay = (add("kubernetes:helm.sh/v3:Release", "kuberay", [k8s, system]) if s.versions.kuberay_source == "helm"
-               else add("alicloud:cs/kubernetesAddon:KubernetesAddon", "kuberay", base + [system]))
-    data = add(JOB_TYPE, "dataset", [k8s, system], {"metadata": {"labels": {ROLE_LABEL: "dataset"}}})
-    model = add(JOB_TYPE, "model", [k8s, system], {"metadata": {"labels": {ROLE_LABEL: "model"}}})
-    add(RAYJOB_TYPE, s.job.name, [kuberay, data, model, gpu])
-    return Graph(regs)
-
-
-def nominal_timeline(s: Settings) -> Timeline:
-    return critical_path(nominal_recording(s), s).timeline("nominal reference chain (no recorded graph at run time)")
-
-
 def _m(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:.1f} min"
 
 
-def latency_section(s: Settings, recording: Recording | Graph):
-    from offline.report import Section, _table  # report imports the builders; import here to avoid a cycle
+def latency_section(s: Settings, recording: Recording):
 
     cp = critical_path(recording, s)
     p = cp.image_pull
@@ -528,7 +468,7 @@ def latency_section(s: Settings, recording: Recording | Graph):
          f"{p.minutes:.1f} min: {pull_note}"),
     ]
     md = "**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement.\n\n"
-    md += _table(rows, ("time to first step", "value"))
+    md += table(rows, ("time to first step", "value"))
     md += "\n\nCritical path:\n\n| start | minutes | step | kind |\n|---|---|---|---|\n"
     md += "\n".join(f"| {st.start:.1f} | {st.minutes:.2f} | {st.name} | {st.kind} |" for st in cp.path)
     if cp.notes:

@@ -7,8 +7,8 @@ import pytest
 
 from components.cloud.ingress import alb_config_manifest, certificate_id_suffix, dns_records, ingress_class_manifest
 from components.wiring import ALB_HTTPS_ANNOTATIONS, ALB_INGRESS_CLASS
-from tests.conftest import record
 from tests.components.cloud.test_common import depends_on, settings_of
+from tests.conftest import record
 
 ALBCONFIG = "kubernetes:alibabacloud.com/v1:AlbConfig"
 CERT_ID = {"sandbox": {"tls": {"source": "certificate_id", "certificate_id": "24681357"}}}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from components.cloud.cluster import create_time_addons, delete_options, kubectl_commands, oidc_provider_arn
 from components.cloud.network import creates_network, vswitch_plan
 from offline.fakes import ACCOUNT_ID, resource_id
-from tests.conftest import record
 from tests.components.cloud.test_common import EXISTING_VPC, depends_on, settings_of
+from tests.conftest import record
 
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 
@@ -128,7 +128,7 @@ def test_an_existing_cluster_derives_its_rrsa_oidc_provider_from_the_account_id(
 
 
 def test_the_plan_shows_the_read_cluster_as_not_managed():
-    from components.cloud.cluster import cloud_section
+    from offline.report.cloud import cloud_section
 
     sec = cloud_section(settings_of("existing-ecs"), record("existing-ecs"))
     assert sec.data["reads"] == [{"type": CLUSTER, "name": "ack-cluster",

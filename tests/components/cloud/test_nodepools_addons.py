@@ -7,8 +7,8 @@ import pytest
 from components.cloud.addons import ALB_ADDON_CONFIG, base_addons, kuberay_helm_values, sandbox_manager_config
 from components.cloud.nodepools import gpu_pool_labels, gpu_pool_taints
 from components.wiring import GPU_TAINT_KEY, POOL_LABEL, gpu_scheduling
-from tests.conftest import record
 from tests.components.cloud.test_common import ECS_POOL, depends_on, json_input, settings_of
+from tests.conftest import record
 
 POOL = "alicloud:cs/nodePool:NodePool"
 ADDON = "alicloud:cs/kubernetesAddon:KubernetesAddon"

@@ -16,8 +16,8 @@ from components.cloud.identity import (
 )
 from components.cloud.storage import lifecycle_rules
 from components.wiring import DATASET_SERVICE_ACCOUNT, TRACKING_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT
-from tests.conftest import record
 from tests.components.cloud.test_common import depends_on, json_input, settings_of
+from tests.conftest import record
 
 BUCKET = "alicloud:oss/bucket:Bucket"
 ROLE = "alicloud:ram/role:Role"

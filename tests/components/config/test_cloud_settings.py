@@ -7,8 +7,8 @@ import pytest
 
 from components.config import DEFAULT_ADDONS, SettingsError
 from components.model import parse_settings
-from tests.conftest import stack_settings
 from tests.components.cloud.test_common import ECS_POOL, EXISTING_VPC, settings_of
+from tests.conftest import stack_settings
 
 
 def problems(overrides: dict, stack: str = "dev") -> list[str]:

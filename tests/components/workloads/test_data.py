@@ -16,9 +16,9 @@ from components.model.presets import PRESETS
 from components.wiring import StorageRefs, dataset_files, model_path
 from components.workloads import data as dj
 from offline.engine import run_program
+from tests.components.workloads.test_sandbox import assert_valid_core, settings
 from tests.conftest import REPO, STACKS, record, stack_settings
 from tests.snapshot import assert_snapshot
-from tests.components.workloads.test_sandbox import assert_valid_core, settings
 
 RRSA = StorageRefs(bucket_name="verl-ack-dev-data", endpoint="oss-ap-southeast-1-internal.aliyuncs.com", auth="rrsa",
                    csi_role_name="verl-dev-oss-csi")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import record
 from tests.components.workloads.test_sandbox import crd_errors
+from tests.conftest import record
 
 SET = "kubernetes:agents.kruise.io/v1alpha1:SandboxSet"
 SERVICE = "kubernetes:core/v1:Service"

@@ -10,9 +10,9 @@ import pytest
 from components.config import SettingsError
 from components.wiring import StorageRefs, tracking_uri
 from components.workloads import tracking as tr
+from tests.components.workloads.test_sandbox import assert_valid_core, settings
 from tests.conftest import STACKS, record
 from tests.snapshot import assert_snapshot
-from tests.components.workloads.test_sandbox import assert_valid_core, settings
 
 RRSA = StorageRefs(bucket_name="verl-ack-dev-data", endpoint="oss-ap-southeast-1-internal.aliyuncs.com", auth="rrsa",
                    csi_role_name="verl-dev-oss-csi")

@@ -1,5 +1,5 @@
 """The cost ESTIMATE: a hand-computed run, price overrides, idle cost after the job, and its labelling in the
-plan and the stack output."""
+plan (its only home)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from offline.report.cost import (
     HOURS_PER_MONTH,
     cost_section,
     estimate_cost,
-    stack_cost_estimate,
     training_steps,
 )
 from offline.report.latency import Timeline
@@ -125,10 +124,15 @@ def test_the_dev_plan_section_is_labelled_as_an_estimate_and_prints_its_assumpti
     assert sec.data["estimate"] is True and sec.data["total"] > 0
 
 
-def test_the_stack_output_is_plain_numbers_with_currency_and_assumptions(stack_name):
-    out = record(stack_name).outputs["cost_estimate"]
+def test_one_estimate_the_plan_json_cost_is_the_recorded_graph_and_no_stack_output_repeats_it(stack_name, tmp_path):
+    # Two copies of the estimate once disagreed (the stack output used a hand-coded chain); now the plan's
+    # figure is computed from the recorded graph only and the program exports none.
+    from plan import main
+
+    assert main(["--stack", stack_name, "--out", str(tmp_path)]) == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
     s = load_stack(stack_name)
-    assert out == json.loads(json.dumps(stack_cost_estimate(s)))
-    assert out["estimate"] is True and out["currency"] == "USD"
-    assert isinstance(out["total"], (int, float)) and isinstance(out["idle_per_hour"], (int, float))
-    assert out["assumptions"] and "[secret]" not in json.dumps(out)
+    expected = json.loads(json.dumps(cost_section(s, record(stack_name)).data))
+    cost = plan["sections"]["cost"]
+    assert cost == expected and cost["estimate"] is True and cost["currency"] == "USD"
+    assert not any("estimate" in key or "cost" in key for key in plan["outputs"])

@@ -17,7 +17,6 @@ from offline.report.latency import (
     kind_of,
     latency_section,
     mbit_minutes,
-    nominal_timeline,
     pull_minutes,
 )
 from tests.conftest import record, stack_settings
@@ -279,9 +278,10 @@ def test_an_autoscaled_ecs_pool_boots_its_gpu_nodes_after_the_rayjob_and_a_prepu
     assert any("cluster-autoscaler" in n for n in cp.notes)
 
 
-def test_the_nominal_chain_of_a_new_cluster_includes_the_cluster():
+def test_the_recorded_chain_of_a_new_cluster_includes_the_cluster():
     dev, ecs = load_stack("dev"), load_stack("existing-ecs")
-    new, existing = nominal_timeline(dev), nominal_timeline(ecs)
+    new = critical_path(record("dev"), dev).timeline()
+    existing = critical_path(record("existing-ecs"), ecs).timeline()
     assert new.gpu_pool_start_minutes >= dev.latency.create_minutes["ack_cluster"]
     assert existing.setup_minutes < new.setup_minutes
 

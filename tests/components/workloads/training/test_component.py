@@ -12,8 +12,8 @@ import pytest
 
 from components.model.layout import resolve_layout
 from components.workloads.training.verl_config import MCP_FILE, entrypoint
-from tests.conftest import record
 from tests.components.workloads.training.test_rayjob import build, settings_for
+from tests.conftest import record
 
 COMPONENT = "verl-ack:training:TrainingJob"
 RAYJOB = "kubernetes:ray.io/v1:RayJob"

@@ -1,0 +1,37 @@
+"""The GPU layout section of the plan: the resolved layout, the memory estimate and the rule findings."""
+
+from __future__ import annotations
+
+from components.config import Settings
+from components.model import preset_of
+from components.model.layout import check_layout, resolve_layout
+from offline.report.section import Section, table
+
+
+def layout_section(s: Settings, recording) -> Section:
+    L = resolve_layout(s)
+    m = L.memory
+    rows = [
+        ("model", f"{L.hf_id} ({preset_of(s).params_billion} B parameters)"),
+        ("GPU nodes x GPUs per node", f"{L.nodes} x {L.gpus_per_node} = {L.world_size} GPUs "
+                                     f"({s.gpu_pool.kind}, {s.gpu_pool.gpu_model or 'GPU'} {s.gpu_pool.gpu_memory_gib} GiB)"),
+        ("rollout TP / replicas", f"{L.rollout_tp} / {L.rollout_replicas}"),
+        ("gpu_memory_utilization", L.gpu_memory_utilization),
+        ("offload actor params / optimizer / ref", f"{L.actor_param_offload} / {L.actor_optimizer_offload} / "
+                                                    f"{L.ref_param_offload}"),
+        ("micro batch per GPU (actor / log-prob)", f"{L.ppo_micro_batch_size_per_gpu} / "
+                                                    f"{L.log_prob_micro_batch_size_per_gpu}"),
+        ("mini batch per GPU after normalisation", L.ppo_mini_batch_per_gpu),
+        ("Ray CPUs per GPU pod", L.ray_cpus_per_gpu_pod),
+        ("est. training peak per GPU", f"{m.train_gib:.1f} GiB ({m.train_gib / m.gpu_gib:.0%})"),
+        ("est. rollout peak per GPU", f"{m.rollout_gib:.1f} GiB ({m.rollout_gib / m.gpu_gib:.0%}; vLLM weights "
+                                      f"{m.vllm_weights_gib:.1f} of its {m.vllm_share_gib:.1f} GiB share)"),
+        ("est. host memory for offload per node", f"{m.host_offload_gib_per_node:.0f} GiB"),
+    ]
+    findings = check_layout(s)
+    md = table(rows, ("layout", "value"))
+    md += "\n\nMemory breakdown (GiB per GPU): " + ", ".join(f"{k} {v}" for k, v in m.breakdown.items())
+    md += "\n\nThe memory figures are an estimate (see components/layout.py), not a measurement."
+    if findings:
+        md += "\n\n" + "\n".join(f"- **{f.severity}** `{f.field}`: {f.message}" for f in findings)
+    return Section("layout", "GPU layout", md, {"layout": L.as_dict(), "findings": [f.__dict__ for f in findings]})

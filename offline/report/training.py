@@ -1,0 +1,65 @@
+"""The training job section of the plan: the RayJob, its volumes, configs and checkpoints."""
+
+from __future__ import annotations
+
+import yaml
+
+from components.config import Settings
+from components.model.layout import resolve_layout
+from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, mcp_url
+from components.workloads.training.rayjob import pod_wiring, rayjob_manifest
+from components.workloads.training.verl_config import tool_config
+from components.workloads.training.volumes import (
+    checkpoint_dir,
+    checkpoint_key_prefix,
+    dataset_paths,
+    model_dir,
+    oss_volumes,
+)
+from offline.report.section import Section, table
+
+
+def training_section(s: Settings, recording):
+    """Plan section: the Ray cluster, what verl reads and writes, the tools and the job's lifecycle."""
+
+    layout = resolve_layout(s)
+    recorded = [r for r in recording.by_type("kubernetes:ray.io/v1:RayJob") if r.name.endswith("-rayjob")]
+    if recorded:
+        manifest = {k: v for k, v in recorded[0].inputs.items() if not k.startswith("__")}
+    else:  # a program run without the component (e.g. a partial plan): show what it would render
+        wiring = pod_wiring(s, namespace=s.job.namespace, service_account=TRAINING_SERVICE_ACCOUNT)
+        manifest = rayjob_manifest(s, layout, gpu_scheduling(s), wiring)
+    spec = manifest["spec"]
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    container = head["containers"][0]
+    limits = container["resources"]["limits"]
+    shm = next(v["emptyDir"]["sizeLimit"] for v in head["volumes"] if v["name"] == "dshm")
+    workers = sum(g["replicas"] for g in spec["rayClusterSpec"].get("workerGroupSpecs", []))
+    tools = [t["tool_schema"]["function"]["name"] for t in tool_config(s)["tools"]]
+    vols = oss_volumes(s)
+    train, val = dataset_paths(s)
+    # A built image installs nothing at start: its runtime env carries PYTHONPATH but no `pip` list.
+    pip = (yaml.safe_load(spec["runtimeEnvYAML"]) or {}).get("pip", []) if "runtimeEnvYAML" in spec else []
+    rows = [
+        ("RayJob", f"`{manifest['metadata']['namespace']}/{manifest['metadata']['name']}` ({spec['submissionMode']}, "
+                   f"KubeRay {s.versions.kuberay}, Ray {spec['rayClusterSpec']['rayVersion']})"),
+        ("Ray cluster", f"GPU head (trains) + {workers} GPU worker(s) = {layout.nodes} node(s)"),
+        ("each GPU pod", f"{limits['nvidia.com/gpu']} GPUs, {limits['cpu']} CPUs, {limits['memory']} memory, "
+                         f"/dev/shm {shm}"),
+        ("image", f"`{container['image']}`"),
+        ("installed at start", ", ".join(f"`{p}`" for p in pip) or "nothing (built image)"),
+        ("lifecycle", f"cluster deleted {spec['ttlSecondsAfterFinished']} s after the job; deadline "
+                      f"{spec['activeDeadlineSeconds']} s; must be running within "
+                      f"{spec.get('preRunningDeadlineSeconds', '-')} s; retries {spec['backoffLimit']}"),
+        ("train / val files", f"`{train}`, `{val}`"),
+        ("model", f"`{model_dir(s)}`"),
+        ("checkpoints", f"`{checkpoint_dir(s)}` = `{checkpoint_key_prefix(s)}` in the bucket "
+                        f"(save {', '.join(s.training.save_contents)}; resume_mode auto)"),
+        ("volumes", ", ".join(f"{k}: {v.fuse_type} {v.access_mode} `{v.prefix}`" for k, v in vols.items())),
+        ("tools", ", ".join(f"`{t}`" for t in tools) + (f" (MCP `{mcp_url(s)}`)" if s.sandbox.enabled else "")),
+    ]
+    data = {"rayjob": manifest["metadata"]["name"], "namespace": manifest["metadata"]["namespace"],
+            "submission_mode": spec["submissionMode"], "gpu_pods": layout.nodes, "image": container["image"],
+            "runtime_pip": pip, "train_files": train, "val_files": val, "model_path": model_dir(s),
+            "checkpoint_dir": checkpoint_dir(s), "checkpoint_key_prefix": checkpoint_key_prefix(s), "tools": tools}
+    return Section("training", "Training job", table(rows, ("training job", "value")), data)
