@@ -6,14 +6,20 @@ alibabacloud_oss_v2/_client.py), so no DNS tricks are needed. Signatures are not
 
 Supported: PutObject, GetObject, HeadObject, DeleteObject, CopyObject, ListObjectsV2 (prefix,
 delimiter, max-keys, continuation-token, encoding-type=url), InitiateMultipartUpload, UploadPart,
-UploadPartCopy, CompleteMultipartUpload, AbortMultipartUpload. Every object carries an ETag and
-x-oss-hash-crc64ecma computed like OSS does.
+UploadPartCopy, CompleteMultipartUpload, AbortMultipartUpload, GetBucketLifecycle. Every object carries an
+ETag and x-oss-hash-crc64ecma computed like OSS does. `x-oss-forbid-overwrite: true` on PutObject, CopyObject,
+InitiateMultipartUpload and CompleteMultipartUpload is honoured atomically (409 FileAlreadyExists), as OSS does
+in a bucket without versioning (OSS ignores the header once versioning is enabled or suspended; the fake has no
+versioning).
 
 Test hooks:
-- `fail_next(n, status=503, method=None, op=None, key=None)`: the next n matching requests get an
-  error response (after their body is read, like a real server hiccup).
+- `fail_next(n, status=503, method=None, op=None, key=None, prefix=None)`: the next n matching requests get
+  an error response (after their body is read, like a real server hiccup); `prefix` matches a listing's
+  `prefix` parameter.
 - `corrupt_copies(key_substring)`: CopyObject/UploadPartCopy of a matching key stores damaged
   bytes of the same size, so only a checksum can tell.
+- `set_lifecycle(bucket, rules)`: what GetBucketLifecycle returns (dicts with id, prefix, days and optional
+  status); without it the bucket has none (404 NoSuchLifecycle).
 - `log`: every request as a `Request(method, op, bucket, key, bytes, status)`.
 
 Use it as a context manager (`with FakeOss() as server: ...`, then `server.client()` for an SDK
@@ -84,11 +90,13 @@ class _Failure:
     method: str | None
     op: str | None
     key: str | None
+    prefix: str | None = None
 
-    def matches(self, method: str, op: str, key: str | None) -> bool:
+    def matches(self, method: str, op: str, key: str | None, prefix: str | None) -> bool:
         return ((self.method is None or self.method == method)
                 and (self.op is None or self.op == op)
-                and (self.key is None or (key is not None and self.key in key)))
+                and (self.key is None or (key is not None and self.key in key))
+                and (self.prefix is None or self.prefix == prefix))
 
 
 def _md5_etag(data: bytes) -> str:
@@ -117,6 +125,7 @@ class FakeOss:
         self.log: list[Request] = []
         self._failures: list[_Failure] = []
         self._corrupt: list[str] = []
+        self.lifecycle: dict[str, list[dict]] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -161,9 +170,13 @@ class FakeOss:
 
     # ------------------------------------------------------------------ test hooks
     def fail_next(self, n: int, *, status: int = 503, method: str | None = None, op: str | None = None,
-                  key: str | None = None) -> None:
+                  key: str | None = None, prefix: str | None = None) -> None:
         with self._lock:
-            self._failures.append(_Failure(remaining=n, status=status, method=method, op=op, key=key))
+            self._failures.append(_Failure(remaining=n, status=status, method=method, op=op, key=key, prefix=prefix))
+
+    def set_lifecycle(self, bucket: str, rules: list[dict]) -> None:
+        with self._lock:
+            self.lifecycle[bucket] = list(rules)
 
     def corrupt_copies(self, key_substring: str) -> None:
         with self._lock:
@@ -192,10 +205,10 @@ class FakeOss:
             self.log.clear()
 
     # ------------------------------------------------------------------ internals
-    def _take_failure(self, method: str, op: str, key: str | None) -> int | None:
+    def _take_failure(self, method: str, op: str, key: str | None, prefix: str | None = None) -> int | None:
         with self._lock:
             for f in self._failures:
-                if f.remaining > 0 and f.matches(method, op, key):
+                if f.remaining > 0 and f.matches(method, op, key, prefix):
                     f.remaining -= 1
                     return f.status
         return None
@@ -211,6 +224,8 @@ class FakeOss:
 def _op_name(method: str, key: str | None, query: dict[str, str], headers) -> str:
     copy_source = headers.get("x-oss-copy-source")
     if key is None or key == "":
+        if method == "GET" and "lifecycle" in query:
+            return "GetBucketLifecycle"
         if method == "GET":
             return "ListObjectsV2" if query.get("list-type") == "2" else "ListObjects"
         return f"Bucket{method.title()}"
@@ -284,6 +299,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(status, body, {"Content-Type": "application/xml"})
         return status
 
+    @property
+    def _forbid_overwrite(self) -> bool:
+        return (self.headers.get("x-oss-forbid-overwrite") or "").lower() == "true"
+
+    def _exists_error(self) -> int:
+        return self._error(409, "FileAlreadyExists", "The object you specified already exists and can not be overwritten.")
+
+    def _store(self, bucket: str, key: str, o: StoredObject) -> bool:
+        """Store `o` unless forbid-overwrite is set and the key exists; check and write under one lock."""
+        with self.fake._lock:
+            if self._forbid_overwrite and (bucket, key) in self.fake.objects:
+                return False
+            self.fake.objects[(bucket, key)] = o
+            return True
+
     def _xml(self, body: str, headers: dict[str, str] | None = None) -> int:
         data = ('<?xml version="1.0" encoding="UTF-8"?>\n' + body).encode()
         self._send(200, data, {"Content-Type": "application/xml", **(headers or {})})
@@ -309,7 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         op = _op_name(self.command, key, query, self.headers)
         self._request_info = (op, bucket or None, key, len(body))
-        status = fake._take_failure(self.command, op, key)
+        status = fake._take_failure(self.command, op, key, query.get("prefix"))
         if status is not None:
             self._error(status, "ServiceUnavailable" if status == 503 else "InternalError", "injected failure")
         else:
@@ -322,11 +352,13 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         if op == "ListObjectsV2":
             return self._list_v2(bucket, query)
+        if op == "GetBucketLifecycle":
+            return self._lifecycle(bucket)
         if op == "PutObject":
             o = StoredObject(data=body, etag=_md5_etag(body),
                              content_type=self.headers.get("Content-Type") or "application/octet-stream")
-            with fake._lock:
-                fake.objects[(bucket, key)] = o
+            if not self._store(bucket, key, o):
+                return self._exists_error()
             self._send(200, headers={"ETag": o.etag, "x-oss-hash-crc64ecma": o.crc64,
                                      "Content-MD5": base64.b64encode(hashlib.md5(body).digest()).decode()})
             return 200
@@ -345,6 +377,10 @@ class _Handler(BaseHTTPRequestHandler):
         if op in ("CopyObject", "UploadPartCopy"):
             return self._copy(op, bucket, key, query)
         if op == "InitiateMultipartUpload":
+            with fake._lock:
+                exists = (bucket, key) in fake.objects
+            if exists and self._forbid_overwrite:
+                return self._exists_error()
             upload_id = uuid.uuid4().hex
             with fake._lock:
                 fake.uploads[upload_id] = Upload(bucket=bucket, key=key)
@@ -395,8 +431,8 @@ class _Handler(BaseHTTPRequestHandler):
         data = fake._damaged(key, data)
         o = StoredObject(data=data, etag=src.etag if data == src.data else _md5_etag(data),
                          object_type=src.object_type, content_type=src.content_type)
-        with fake._lock:
-            fake.objects[(bucket, key)] = o
+        if not self._store(bucket, key, o):
+            return self._exists_error()
         return self._xml(f"<CopyObjectResult><LastModified>{_iso(o.last_modified)}</LastModified>"
                          f"<ETag>{o.etag}</ETag></CopyObjectResult>", {"x-oss-hash-crc64ecma": o.crc64})
 
@@ -412,11 +448,22 @@ class _Handler(BaseHTTPRequestHandler):
         data = b"".join(upload.parts[n] for n in numbers)
         digest = hashlib.md5(b"".join(hashlib.md5(upload.parts[n]).digest() for n in numbers)).hexdigest()
         o = StoredObject(data=data, etag=f'"{digest.upper()}-{len(numbers)}"', object_type="Multipart")
-        with fake._lock:
-            fake.objects[(bucket, key)] = o
+        if not self._store(bucket, key, o):
+            return self._exists_error()
         return self._xml(f"<CompleteMultipartUploadResult><Bucket>{bucket}</Bucket><Key>{quote(key)}</Key>"
                          f"<ETag>{o.etag}</ETag><EncodingType>url</EncodingType></CompleteMultipartUploadResult>",
                          {"x-oss-hash-crc64ecma": o.crc64})
+
+    def _lifecycle(self, bucket: str) -> int:
+        with self.fake._lock:
+            rules = self.fake.lifecycle.get(bucket)
+        if not rules:
+            return self._error(404, "NoSuchLifecycle", "No Row found in Lifecycle Table.")
+        body = "".join(
+            f"<Rule><ID>{escape(r['id'])}</ID><Prefix>{escape(r.get('prefix', ''))}</Prefix>"
+            f"<Status>{r.get('status', 'Enabled')}</Status><Expiration><Days>{r['days']}</Days></Expiration></Rule>"
+            for r in rules)
+        return self._xml(f"<LifecycleConfiguration>{body}</LifecycleConfiguration>")
 
     def _list_v2(self, bucket: str, query: dict[str, str]) -> int:
         fake = self.fake

@@ -5,6 +5,7 @@ The directions (docs/architecture.md):
 - components/model is pure (no Pulumi) and imports only components/config;
 - components/ never imports offline/ (reports, estimates, the engine), pipeline/ (in-cluster code) or the tools;
 - pipeline/ and agent_tools/ run in pods and import nothing of the repo but themselves;
+- keeper/ (what teardown.py keeps) uses only pipeline's OSS client;
 - imports inside functions do not hide cycles: within components/ and offline/ every import of the repo is at
   module level, so the graph below is the whole graph.
 """
@@ -22,7 +23,7 @@ from components.config import PROJECT, SECRET_KEYS
 from components.config.secrets import Secrets, field_name
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("components", "offline", "pipeline", "agent_tools")
+PACKAGES = ("components", "offline", "pipeline", "agent_tools", "keeper")
 TOP_LEVEL = ("__main__", "plan", "teardown", "benchmark")
 REPO_ROOTS = set(PACKAGES) | set(TOP_LEVEL) | {"tests", "tools", "image", "policy"}
 MAX_LINES = 500
@@ -104,6 +105,12 @@ def test_in_pod_code_imports_only_itself(pkg):
     bad = [(m, i) for m, deps in GRAPH.items() if _under(m, pkg) for i in deps if not _under(i, pkg)]
     assert bad == []
     assert not any(_under(i, pkg) for m, deps in GRAPH.items() if _under(m, "components") for i in deps)
+
+
+def test_the_checkpoint_keeper_uses_only_the_oss_client():
+    bad = [(m, i) for m, deps in GRAPH.items() if _under(m, "keeper")
+           for i in deps if not (_under(i, "keeper") or _under(i, "pipeline"))]
+    assert bad == []
 
 
 def test_no_repo_import_hides_inside_a_function_in_components_or_offline():

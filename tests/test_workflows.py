@@ -1,6 +1,8 @@
 """GitHub Actions workflows (.github/workflows/): they parse, pass the structural rules GitHub enforces, pin
 every action to a release commit recorded in docs/workflows.md, grant least privilege, never cancel a cloud
-change mid-flight, and the stack-selection helper they call (ci_stacks.py) decides correctly."""
+change mid-flight, keep untrusted PR code away from credentials (cloud access only through OIDC roles, only in
+protected environments, never for a fork), and the stack-selection helper they call (ci_stacks.py) decides
+correctly."""
 
 from __future__ import annotations
 
@@ -17,6 +19,17 @@ REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml")) + sorted(WORKFLOWS.glob("*.yaml"))
 CLOUD_CHANGING = ("deploy.yml", "teardown.yml")
+OIDC_ACTION = "aliyun/configure-aliyun-credentials-action"
+SAME_REPO = "github.event.pull_request.head.repo.full_name == github.repository"
+# Jobs that touch the cloud: (workflow, job) -> (environment, RAM role variable). The preview role is read-only;
+# the deploy role's trust policy names only the deploy and teardown environments (docs/workflows.md).
+CLOUD_JOBS = {
+    ("pr.yml", "preview"): ("preview", "ALIYUN_PREVIEW_ROLE_ARN"),
+    ("deploy.yml", "up"): ("deploy", "ALIYUN_DEPLOY_ROLE_ARN"),
+    ("teardown.yml", "teardown"): ("teardown", "ALIYUN_DEPLOY_ROLE_ARN"),
+}
+# Cloud and state credentials; image.yml's registry login (ACR_*) is not one of them.
+CREDENTIAL_SECRET = re.compile(r"secrets\.(PULUMI_|ALICLOUD_|ALIBABA|OSS_)")
 
 _spec = importlib.util.spec_from_file_location("ci_stacks", WORKFLOWS / "ci_stacks.py")
 ci_stacks = importlib.util.module_from_spec(_spec)
@@ -35,6 +48,9 @@ ACTION_INPUTS = {
     "actions/upload-artifact": {
         "archive", "compression-level", "if-no-files-found", "include-hidden-files", "name", "overwrite", "path",
         "retention-days"},
+    "aliyun/configure-aliyun-credentials-action": {
+        "audience", "oidc-provider-arn", "role-chaining", "role-session-expiration", "role-session-name",
+        "role-to-assume"},
     "actions/download-artifact": {
         "artifact-ids", "digest-mismatch", "github-token", "merge-multiple", "name", "path", "pattern", "repository",
         "run-id", "skip-decompress"},
@@ -214,10 +230,19 @@ def test_permissions_default_to_nothing_and_every_job_declares_its_own(name):
         assert set(perms.values()) <= {"read", "write", "none"}
 
 
-def test_only_the_preview_job_may_write_and_only_to_pull_requests():
+def test_only_pr_comments_and_oidc_tokens_are_written():
     writers = {(name, job_id, scope) for name, doc in DOCS.items() for job_id, job in doc["jobs"].items()
                for scope, level in job["permissions"].items() if level == "write"}
-    assert writers == {("pr.yml", "preview", "pull-requests")}
+    comments = {("pr.yml", "preview", "pull-requests"), ("pr.yml", "cost", "pull-requests")}
+    oidc = {(name, job_id, "id-token") for name, job_id in CLOUD_JOBS}
+    assert writers == comments | oidc
+
+
+def test_an_oidc_token_is_only_minted_in_a_job_behind_an_environment():
+    for name, doc in DOCS.items():
+        for job_id, job in doc["jobs"].items():
+            if job["permissions"].get("id-token") == "write":
+                assert (name, job_id) in CLOUD_JOBS and job.get("environment"), f"{name}:{job_id}"
 
 
 def test_no_run_script_interpolates_untrusted_event_data():
@@ -232,6 +257,77 @@ def test_pull_requests_use_the_unprivileged_trigger():
     assert set(DOCS["pr.yml"]["on"]) == {"pull_request"}
     for doc in DOCS.values():
         assert "pull_request_target" not in doc["on"]
+        assert "workflow_run" not in doc["on"]  # would run with the base repository's secrets after a PR
+
+
+# ============================================================================================== credentials
+def test_no_workflow_stores_a_long_lived_cloud_key():
+    for path in FILES:
+        text = path.read_text()
+        assert not re.search(r"secrets\.(ALICLOUD|ALIBABA|OSS)_", text), f"{path.name}: a stored cloud AccessKey"
+        assert "role-chaining" not in text  # chaining starts from stored or instance credentials
+
+
+@pytest.mark.parametrize("workflow, job_id", sorted(CLOUD_JOBS))
+def test_cloud_jobs_log_in_through_oidc_as_the_role_of_their_protected_environment(workflow, job_id):
+    environment, role_var = CLOUD_JOBS[(workflow, job_id)]
+    job = jobs(workflow)[job_id]
+    assert job["environment"] == environment
+    assert job["permissions"] == {"contents": "read", "id-token": "write",
+                                  **({"pull-requests": "write"} if workflow == "pr.yml" else {})}
+    logins = [i for i, s in enumerate(steps(job)) if s.get("uses", "").startswith(OIDC_ACTION + "@")]
+    assert len(logins) == 1, f"{workflow}:{job_id}: one OIDC login"
+    login = steps(job)[logins[0]]
+    assert login["with"]["role-to-assume"] == f"${{{{ vars.{role_var} }}}}"
+    assert login["with"]["oidc-provider-arn"] == "${{ vars.ALIYUN_OIDC_PROVIDER_ARN }}"
+    # STS credentials are not refreshed mid-run: the session must outlive the job.
+    assert login["with"]["role-session-expiration"] >= job["timeout-minutes"] * 60
+    # Installs run before the login, so no package's install script sees the credentials; the cloud work after it.
+    def installs(step):
+        return "make setup" in step.get("run", "") or "pip install" in step.get("run", "")
+
+    def cloud_work(step):
+        return bool(step.get("with", {}).get("command")) or "teardown.py" in step.get("run", "")
+
+    before, after = steps(job)[:logins[0]], steps(job)[logins[0] + 1:]
+    assert any(map(installs, before)) and not any(map(installs, after))
+    assert any(map(cloud_work, after)) and not any(map(cloud_work, before))
+
+
+def test_only_the_preview_role_is_used_by_pull_requests_and_never_the_deploy_role():
+    assert "ALIYUN_DEPLOY_ROLE_ARN" not in (WORKFLOWS / "pr.yml").read_text()
+    for name in CLOUD_CHANGING:
+        assert "ALIYUN_PREVIEW_ROLE_ARN" not in (WORKFLOWS / name).read_text()
+
+
+@pytest.mark.parametrize("name", sorted(DOCS))
+def test_state_and_cloud_credentials_are_read_only_by_jobs_behind_an_environment(name):
+    # A same-repository PR can edit a workflow, so repository secrets reach any PR author with push access;
+    # environment secrets only reach jobs the environment's branch policy and reviewers let through.
+    for job_id, job in jobs(name).items():
+        if CREDENTIAL_SECRET.search(yaml.safe_dump(job)):
+            assert job.get("environment"), f"{name}:{job_id} reads a credential outside an environment"
+
+
+def test_fork_pull_requests_get_the_offline_plan_only():
+    pr = jobs("pr.yml")
+    for job_id, job in pr.items():
+        privileged = (job.get("environment") or job["permissions"].get("id-token")
+                      or "secrets." in yaml.safe_dump(job) or "vars.ALIYUN" in yaml.safe_dump(job))
+        if privileged:
+            assert SAME_REPO in job.get("if", ""), f"pr.yml:{job_id} must skip fork PRs"
+    offline = {job_id for job_id, job in pr.items() if SAME_REPO not in job.get("if", "")}
+    assert offline == {"test", "plan", "changes", "cost"}
+    assert not any("secrets." in yaml.safe_dump(pr[j]) for j in offline)
+
+
+def test_the_secrets_passphrase_never_reaches_a_fork_or_a_job_outside_an_environment():
+    for name, doc in DOCS.items():
+        for job_id, job in doc["jobs"].items():
+            if "PULUMI_CONFIG_PASSPHRASE" in yaml.safe_dump(job):
+                assert job.get("environment"), f"{name}:{job_id}"
+                if name == "pr.yml":
+                    assert SAME_REPO in job["if"]
 
 
 # ============================================================================================== cloud changes
@@ -248,20 +344,20 @@ def test_nothing_that_changes_cloud_resources_can_be_cancelled_mid_flight(name):
 def test_stack_changing_jobs_share_one_per_stack_group_and_run_behind_an_environment(name, job_id):
     job = jobs(name)[job_id]
     assert job["concurrency"] == {"group": "pulumi-stack-${{ matrix.stack }}", "cancel-in-progress": False}
-    assert job["environment"] in ("deploy", "teardown")
+    assert job["environment"] == name.removesuffix(".yml")
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.select.outputs.stacks) }}"
     assert job["strategy"]["fail-fast"] is False
     comment = (WORKFLOWS / name).read_text()
     assert "pending operations" in comment, f"{name}: say why cancel-in-progress is false"
 
 
-def test_the_preview_skips_with_a_summary_when_the_cloud_secrets_are_absent():
+def test_the_preview_skips_with_a_summary_when_its_environment_is_not_configured():
     job = jobs("pr.yml")["preview"]
-    check = next(s for s in steps(job) if s.get("id") == "creds")
+    check = steps(job)[0]
+    assert check.get("id") == "creds"
     assert "GITHUB_STEP_SUMMARY" in check["run"] and "skipped" in check["run"]
-    for step in steps(job):
-        if any("secrets." in str(v) for v in (step.get("env") or {}).values()) and step is not check:
-            assert step.get("if") == "steps.creds.outputs.available == 'true'", f"{step.get('name')} runs without secrets"
+    for step in steps(job)[1:]:
+        assert step.get("if") == "steps.creds.outputs.available == 'true'", f"{step.get('name')} runs unconfigured"
     preview = next(s for s in steps(job) if "pulumi/actions" in s.get("uses", ""))
     assert preview["with"]["command"] == "preview"
     assert preview["with"]["comment-on-pr"] is True
