@@ -79,7 +79,9 @@ class Network(pulumi.ComponentResource):
         first_zone = s.zones[0]
 
         # Enhanced NAT (the only type ACK supports) is billed per hour and per LCU; PayAsYouGo so destroy stops
-        # the bill. The cluster is created with new_nat_gateway=False so ACK does not add a second one.
+        # the bill. The cluster asks for new_nat_gateway=False, but the provider drops a false value (GetOk), so
+        # CreateCluster runs with ACK's default snat_entry=true: whether ACK then reuses this gateway or adds its
+        # own is unverified (docs/facts-provider.md; docs/uncertain-facts.md).
         self.nat = alicloud.vpc.NatGateway(
             f"{name}-nat", vpc_id=self.vpc.id, vswitch_id=self.vswitches[("node", first_zone)].id,
             nat_type="Enhanced", payment_type="PayAsYouGo", internet_charge_type="PayByLcu", network_type="internet",
