@@ -24,8 +24,7 @@ VARIANTS = {
     "open-source sandbox manager": ("dev", {"sandbox": {"manager": "open-source", "domain": None, "dns_zone": None,
                                                         "mcp_port": 8082}}),
     "no sandboxes": ("existing-ecs", {"sandbox": {"enabled": False}}),
-    "no tracking": ("dev", {"tracking": {"enabled": False}, "training": {"logger": ["console"],
-                                                                         "trace_backend": None}}),
+    "no tracking": ("dev", {"tracking": {"enabled": False}, "training": {"logger": ["console"]}}),
     "ECS GPU pool in a new cluster": ("dev", {"gpu_pool": {
         "kind": "ecs", "lingjun": None, "ecs": {"instance_types": ["ecs.gn7i-c32g1.8xlarge"]},
         "cpus_per_node": 32, "memory_gib_per_node": 188}}),

@@ -111,7 +111,9 @@ class Cluster(pulumi.ComponentResource):
                 service_cidr=c.network.service_cidr,
                 proxy_mode="ipvs",
                 ip_stack="ipv4",  # Lingjun node pools support IPv4 single stack only
-                new_nat_gateway=False,  # egress comes from components/cloud/network.py or the given VPC
+                # Egress comes from components/cloud/network.py or the given VPC. NOTE: the provider never sends a
+                # false here (GetOk), so ACK's default snat_entry=true applies; see docs/facts-provider.md.
+                new_nat_gateway=False,
                 slb_internet_enabled=c.public_api,
                 enable_rrsa=True,  # pods and the OSS CSI driver get RAM roles through OIDC, not AccessKeys
                 deletion_protection=c.deletion_protection,

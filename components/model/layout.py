@@ -4,7 +4,7 @@ rules and a per-GPU memory estimate before anything is paid for.
 Rules are numbered as in `../shared/research/verl_kuberay_agents.md` §3 "Start-up checks" (read from
 verl's `utils/config.py::validate_config`, `workers/fsdp_workers.py`, `workers/config/*.py`,
 `experimental/agent_loop/agent_loop.py`). Rules the program satisfies by construction (it always emits
-exactly one `*_micro_batch_size_per_gpu`, `hybrid_engine=True`, `use_remove_padding=True`,
+exactly one `*_micro_batch_size_per_gpu`, verl's default `hybrid_engine=True` (never overridden), `use_remove_padding=True`,
 `resume_mode=auto`, validation without sampling) are listed in `BY_CONSTRUCTION` so a reader can see every
 rule accounted for. Each finding names the settings field, the rule and a fix.
 """
@@ -32,7 +32,7 @@ BY_CONSTRUCTION = {
     "9 loss_agg_mode": "training.loss_agg_mode is a closed enum in the settings model",
     "10 val_kwargs": "validation uses greedy decoding (do_sample=False), so no temperature rule applies",
     "11 sp needs remove_padding": "model.use_remove_padding=True is always emitted",
-    "12 hybrid_engine": "actor_rollout_ref.hybrid_engine=True is always emitted",
+    "12 hybrid_engine": "actor_rollout_ref.hybrid_engine keeps verl's default True (never overridden)",
     "13 resume_path": "trainer.resume_mode=auto is always emitted",
     "7 pipeline parallel": "rollout pipeline parallelism is never set (vLLM/SGLang do not implement it in verl)",
 }

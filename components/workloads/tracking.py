@@ -1,6 +1,6 @@
 """MLflow tracking server that outlives the training job.
 
-verl's MLflow logger and rollout tracer default to `sqlite:////tmp/mlruns.db` inside the Ray driver pod, which
+verl's MLflow logger defaults to `sqlite:////tmp/mlruns.db` inside the Ray driver pod, which
 is deleted with the Ray cluster. This component runs one MLflow server in `job.namespace` on the system pool:
 
 - backend store: sqlite on a cloud-disk PVC (`tracking.storage_class`). A disk is ReadWriteOnce, so one replica
@@ -36,6 +36,7 @@ from components.wiring import (
     system_scheduling,
     tracking_uri,
 )
+from components.workloads.network_policies import mlflow_network_policy_manifest
 from components.workloads.training.volumes import OSSFS_READ_WRITE_OPTS, OssVolume, persistent_volume, persistent_volume_claim
 
 BACKEND_DIR = "/mlflow/backend"
@@ -167,8 +168,9 @@ def port_forward_commands(s: Settings) -> dict[str, str]:
     stable Service `<rayjob name>-head-svc` (utils.GenerateHeadServiceName for RayJobCRD), which follows the
     job across retries, unlike the generated RayCluster name."""
     ns = shlex.quote(s.job.namespace)
+    head_svc = shlex.quote(f"svc/{s.job.name}-head-svc")
     out = {"ray_dashboard_port_forward":
-           f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{s.job.name}-head-svc "
+           f"kubectl --kubeconfig kubeconfig -n {ns} port-forward {head_svc} "
            f"{RAY_DASHBOARD_PORT}:{RAY_DASHBOARD_PORT}"}
     if s.tracking.enabled:
         out["mlflow_port_forward"] = (f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{MLFLOW_SERVICE} "
@@ -223,6 +225,9 @@ class Tracking(pulumi.ComponentResource):
             opts=child([*in_namespace, self.backend_pvc, self.artifacts_pvc, *args.cluster.ready]))
         self.service = k8s.core.v1.Service(
             f"{name}-service", **resource_kwargs(service_manifest(s)), opts=child(in_namespace))
+        # MLflow accepts any write without authentication: only the Ray pods may reach it.
+        self.network_policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-ingress", **resource_kwargs(mlflow_network_policy_manifest(s, LABELS)), opts=child(in_namespace))
         self.tracking_uri = tracking_uri(s)
         self.register_outputs({"tracking_uri": self.tracking_uri})
 

@@ -171,7 +171,7 @@ def test_the_csi_role_is_handed_to_the_volumes_through_storage_refs():
 
 
 def test_tracking_off_creates_no_mlflow_role_or_service_account_and_the_csi_role_loses_the_prefix():
-    rec = record("dev", {"tracking": {"enabled": False}, "training": {"logger": ["console"], "trace_backend": None}})
+    rec = record("dev", {"tracking": {"enabled": False}, "training": {"logger": ["console"]}})
     assert "identity-role-mlflow" not in {r.name for r in rec.by_type(ROLE)}
     assert "identity-sa-mlflow" not in {r.name for r in rec.by_type(SA)}
     assert "mlflow/" not in rec.get(POLICY, "identity-policy-csi").inputs["policyDocument"]
@@ -191,3 +191,11 @@ def test_role_documents_are_valid_json_with_sorted_keys_so_reruns_do_not_diff():
     for reg in rec.by_type(POLICY):
         text = reg.inputs["policyDocument"]
         assert text == json.dumps(json.loads(text), sort_keys=True)
+
+
+def test_every_ram_policy_drops_its_oldest_version_so_the_sixth_change_does_not_fail():
+    for stack in ("dev", "existing-ecs"):
+        policies = record(stack).by_type(POLICY)
+        assert policies
+        for reg in policies:
+            assert reg.inputs["rotateStrategy"] == "DeleteOldestNonDefaultVersionWhenLimitExceeded", reg.urn

@@ -144,7 +144,7 @@ def test_tracking_outputs_are_exported():
 
 def test_disabled_tracking_creates_no_server_and_exports_no_uri():
     rec = record("dev", {"tracking": {"enabled": False},
-                         "training": {"logger": ["console"], "trace_backend": None}})
+                         "training": {"logger": ["console"]}})
     assert rec.by_type("verl-ack:tracking:Tracking") == []
     assert "tracking_uri" not in rec.outputs and "mlflow_port_forward" not in rec.outputs
     assert "ray_dashboard_port_forward" in rec.outputs
