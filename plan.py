@@ -15,6 +15,8 @@ status 2, list every problem with its field path, and write nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
 import heapq
 import json
 import re
@@ -32,13 +34,15 @@ from components.config import (  # noqa: E402
     PROJECT,
     SECRET_KEYS,
     SETTINGS_KEY,
+    Problem,
     SettingsError,
     read_stack_config,
     stack_file,
 )
 from components.model import parse_settings  # noqa: E402
-from offline.engine import SECRET, Recording, run_program  # noqa: E402
+from offline.engine import SECRET, Recording, StackOutputs, run_program  # noqa: E402
 from offline.report import plan_sections  # noqa: E402
+from offline.report.latency import PlatformRun, single_of_pair  # noqa: E402
 
 # kubectl-style apply order among objects that do not depend on each other.
 KIND_RANK = {k: i for i, k in enumerate([
@@ -57,14 +61,29 @@ def stack_config(path: Path, secret_values: dict[str, str] | None = None) -> tup
     for key, value in raw.items():
         if key == SETTINGS_KEY or isinstance(value, dict) and "secure" in value:
             continue
-        config[key] = value if isinstance(value, str) else json.dumps(value)
-    config[SETTINGS_KEY] = json.dumps(settings if settings is not None else {})
+        config[key] = value if isinstance(value, str) else _config_json(key, value)
+    config[SETTINGS_KEY] = _config_json(SETTINGS_KEY, settings if settings is not None else {})
     secret_keys = []
     for key in SECRET_KEYS:
         full = f"{PROJECT}:{key}"
         config[full] = (secret_values or {}).get(key, f"offline-placeholder-{key}")
         secret_keys.append(full)
     return config, secret_keys, settings
+
+
+def _config_json(key: str, value) -> str:
+    """Pulumi config carries structured values as JSON; an unquoted YAML date becomes its ISO text (the settings
+    model reads it that way too), anything JSON cannot hold is a problem of that key."""
+    def default(v):
+        if isinstance(v, (datetime.date, datetime.datetime)):
+            return v.isoformat()
+        raise TypeError(f"a YAML {type(v).__name__} value")
+
+    try:
+        return json.dumps(value, default=default)
+    except (TypeError, ValueError) as err:
+        raise SettingsError([Problem(field=key, message=f"cannot be passed to the program as Pulumi config ({err}); "
+                                     "write plain YAML text, numbers, lists and mappings with text keys")]) from None
 
 
 def _manifest(reg) -> dict | None:
@@ -191,10 +210,52 @@ def render_markdown(stack: str, settings, recording: Recording, sections, manife
     return "\n".join(out)
 
 
+def render_platform(settings, secret_values: dict[str, str] | None = None) -> PlatformRun:
+    """The offline run of an experiment's platform stack, whose outputs its StackReference reads: the stack file
+    named by the last part of `platform_stack` (stacks/Pulumi.<stack>.yaml), run in-process first."""
+    name = settings.platform_stack.rsplit("/", 1)[-1]
+    path = stack_file(name)
+
+    def problem(message: str) -> SettingsError:
+        return SettingsError([Problem(field="platform_stack", message=message)])
+
+    if not path.exists():
+        raise problem(f"{settings.platform_stack}: no {path.relative_to(REPO)} to render the platform offline; add "
+                      "the platform's stack file or fix the name")
+    raw = read_stack_config(path).get(SETTINGS_KEY)
+    platform_settings = parse_settings(raw if raw is not None else {})
+    if platform_settings.kind != "platform":
+        raise problem(f"{settings.platform_stack} is kind={platform_settings.kind}; an experiment runs on a "
+                      "kind=platform stack")
+    if platform_settings.region != settings.region:
+        raise problem(f"the platform is in {platform_settings.region} but this experiment says region "
+                      f"{settings.region}; the GPU pool joins the platform's cluster, so use its region")
+    if platform_settings.job.namespace == settings.job.namespace:
+        raise problem(f"job.namespace {settings.job.namespace!r} is the platform's own namespace (MLflow); give the "
+                      "experiment its own")
+    config, secret_keys, _ = stack_config(path, secret_values)
+    recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=name)
+    return PlatformRun(name, platform_settings, recording)
+
+
 def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None) -> dict:
-    config, secret_keys, raw = stack_config(path, secret_values)
-    settings = parse_settings(raw if raw is not None else {})  # SettingsError -> exit 2 before anything runs
-    recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack)
+    # SettingsError -> exit 2 before anything runs: the settings first (every problem with its field), then the
+    # rest of the config as the program will see it.
+    raw = read_stack_config(path).get(SETTINGS_KEY)
+    settings = parse_settings(raw if raw is not None else {})
+    config, secret_keys, _ = stack_config(path, secret_values)
+    platform = render_platform(settings, secret_values) if settings.kind == "experiment" else None
+    references = {settings.platform_stack: StackOutputs.of(platform.recording)} if platform else {}
+    recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack,
+                            stack_references=references)  # type: ignore[arg-type]
+    if platform:
+        # The "new platform + experiment" figure: the pair as one program (what a single stack of them builds).
+        merged = single_of_pair(read_stack_config(stack_file(platform.stack)).get(SETTINGS_KEY) or {}, raw or {})
+        fresh_settings = parse_settings(merged)
+        fresh = run_program(REPO / "__main__.py", {**config, SETTINGS_KEY: _config_json(SETTINGS_KEY, merged)},
+                            secret_keys, project=PROJECT, stack=f"{stack}-as-single")
+        platform = dataclasses.replace(platform, fresh=(fresh_settings, fresh))
+    recording.platform = platform
     sections = plan_sections(settings, recording)
     tmp = Path(tempfile.mkdtemp(prefix=f"plan-{stack}-"))
     try:
@@ -249,12 +310,6 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or REPO / "out" / stack
     try:
         plan = build_plan(path, stack, out)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        print(f"stack {stack}: {path} is not valid YAML{where}: {getattr(err, 'problem', err)}; nothing written",
-              file=sys.stderr)
-        return 2
     except SettingsError as err:
         print(f"stack {stack}: {len(err.problems)} problem(s) in {path}; nothing written:", file=sys.stderr)
         for p in err.problems:

@@ -43,6 +43,50 @@ def system_scheduling(s: Settings) -> Scheduling:
     return Scheduling(node_selector={POOL_LABEL: "system"}, tolerations=[])
 
 
+# The dedicated sandbox pool (sandbox.dedicated_pool) is tainted so only the sandboxes, which tolerate it, land there.
+SANDBOX_TAINT_KEY = "verl-ack/sandbox"
+
+
+def sandbox_scheduling(s: Settings) -> Scheduling:
+    """Where the sandbox pods run: the dedicated pool when there is one, else the system pool."""
+    if s.sandbox.dedicated_pool is None:
+        return system_scheduling(s)
+    return Scheduling(node_selector={POOL_LABEL: "sandbox"},
+                      tolerations=[{"key": SANDBOX_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}])
+
+
+# Pod Security Admission (https://kubernetes.io/docs/concepts/security/pod-security-admission/): the namespace labels
+# that enforce a Pod Security Standard level. warn and audit always name `restricted`, so anything below it shows up
+# in kubectl warnings and the audit log even where a lower level is enforced.
+PSA_LEVELS = ("privileged", "baseline", "restricted")
+
+
+def pod_security_labels(enforce: str) -> dict[str, str]:
+    if enforce not in PSA_LEVELS:
+        raise ValueError(f"{enforce!r} is not a Pod Security Standard level ({', '.join(PSA_LEVELS)})")
+    return {"pod-security.kubernetes.io/enforce": enforce, "pod-security.kubernetes.io/enforce-version": "latest",
+            "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest",
+            "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/audit-version": "latest"}
+
+
+def ray_pods_use_rdma(s: Settings) -> bool:
+    """Multi-node Lingjun jobs talk over RDMA, so their Ray pods run as root and add IPC_LOCK and SYS_RESOURCE
+    (components/workloads/training/rayjob.py uses_rdma with layout.nodes == gpu_pool.nodes; a test keeps the two
+    equal)."""
+    return s.gpu_pool.kind == "lingjun" and s.gpu_pool.nodes > 1
+
+
+def job_namespace_pod_security(s: Settings) -> str:
+    """RDMA Ray pods add IPC_LOCK/SYS_RESOURCE, which baseline forbids; otherwise everything in the job namespace
+    (Ray pods as the image's user with no capabilities, hardened data/MLflow/pre-pull pods) meets baseline."""
+    return "privileged" if ray_pods_use_rdma(s) else "baseline"
+
+
+def sandbox_namespace_pod_security(s: Settings) -> str:
+    """restricted needs runAsNonRoot, which the root code-interpreter image cannot meet (sandbox.run_as_user)."""
+    return "restricted" if s.sandbox.run_as_user is not None else "baseline"
+
+
 def oss_endpoint(region: str, internal: bool = True) -> str:
     """OSS endpoint of a region; pods use the free intranet endpoint
     (https://www.alibabacloud.com/help/en/oss/user-guide/regions-and-endpoints)."""
@@ -53,15 +97,19 @@ def oss_endpoint(region: str, internal: bool = True) -> str:
 DATASET_SERVICE_ACCOUNT = "verl-data"
 TRAINING_SERVICE_ACCOUNT = "verl-train"
 TRACKING_SERVICE_ACCOUNT = "verl-mlflow"
+# The pre-pull DaemonSet (components/workloads/prepull.py) runs as the namespace's `default` service account, named
+# so the ACR credential helper's config can list it (components/cloud/registry.py). KubeRay's submitter Job, which
+# runs the training image too, uses `default` as well.
+PREPULL_SERVICE_ACCOUNT = "default"
 
 
 # The ALB IngressClass the cloud layer creates (components/cloud/ingress.py) when sandbox.domain is set, and the
-# annotations an Ingress on it needs to listen on 80 and 443 and redirect HTTP to HTTPS (ALB Ingress
-# dictionary: https://www.alibabacloud.com/help/en/cs/user-guide/alb-ingress-configuration-dictionary).
+# annotation an Ingress on it needs to listen on 443 only: the AlbConfig has no HTTP listener, so the E2B key never
+# crosses the network in clear text (ALB Ingress dictionary:
+# https://www.alibabacloud.com/help/en/cs/user-guide/alb-ingress-configuration-dictionary).
 ALB_INGRESS_CLASS = "alb"
 ALB_HTTPS_ANNOTATIONS = {
-    "alb.ingress.kubernetes.io/listen-ports": '[{"HTTP": 80}, {"HTTPS": 443}]',
-    "alb.ingress.kubernetes.io/ssl-redirect": "true",
+    "alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS": 443}]',
 }
 
 
@@ -110,6 +158,47 @@ class WorkloadIdentity:
 
 
 # ------------------------------------------------------------------------------------------------
+# The platform/experiment hand-over: what a platform stack exports and an experiment stack reads back through
+# `pulumi.StackReference` (components/platform.py, components/experiment.py; docs/stacks.md). A `single` stack
+# builds the same object from its own resources and passes it directly.
+
+
+@dataclass
+class PlatformRefs:
+    """Every platform value an experiment uses. Each field is one stack output of the platform (same name); an
+    experiment never derives one of these from its own settings."""
+
+    region: pulumi.Input[str]
+    cluster_id: pulumi.Input[str]
+    kubeconfig: pulumi.Input[str]  # secret
+    node_vswitch_ids: pulumi.Input[dict[str, str]]  # zone -> node vSwitch id (GPU pools go in the GPU zone's)
+    bucket_name: pulumi.Input[str]
+    oss_endpoint: pulumi.Input[str]  # intranet endpoint for pods
+    csi_role_name: pulumi.Input[str]  # RRSA role of the OSS CSI fuse pods (the experiment's volumes name it)
+    oidc_provider_arn: pulumi.Input[str]  # the cluster's RRSA OIDC provider: the experiment's RAM roles trust it
+    oidc_issuer_url: pulumi.Input[str]
+    training_image: pulumi.Input[str]  # in-region registry, pinned by digest
+    namespace: pulumi.Input[str]  # the platform's namespace (MLflow); experiments use their own job.namespace
+    mcp_url: pulumi.Input[str]  # "" when the platform runs no sandboxes
+    tracking_uri: pulumi.Input[str]  # "" when the platform runs no MLflow
+
+    KEYS = ("region", "cluster_id", "kubeconfig", "node_vswitch_ids", "bucket_name", "oss_endpoint", "csi_role_name",
+            "oidc_provider_arn", "oidc_issuer_url", "training_image", "namespace", "mcp_url", "tracking_uri")
+    SECRET_KEYS = ("kubeconfig",)
+
+    def to_exports(self) -> dict[str, pulumi.Input]:
+        """The platform stack's outputs, one per field (the kubeconfig stays a secret Output)."""
+        return {k: getattr(self, k) for k in self.KEYS}
+
+    @classmethod
+    def from_stack_reference(cls, ref: pulumi.StackReference) -> PlatformRefs:
+        """Every field from the platform's outputs; a missing output fails the preview (require_output)."""
+        values = {k: ref.require_output(k) for k in cls.KEYS}
+        values["kubeconfig"] = pulumi.Output.secret(values["kubeconfig"])
+        return cls(**values)
+
+
+# ------------------------------------------------------------------------------------------------
 # Addresses and object keys the training job reads from the sandbox, data and tracking components.
 # Pure functions of the settings, so the RayJob can be rendered (and tested) without those components.
 
@@ -149,6 +238,13 @@ def dataset_files(s: Settings) -> DatasetFiles:
     subsets = (f"{prefix}train{d.train_subset}.parquet", f"{prefix}test{d.test_subset}.parquet")
     train, test = subsets if d.use_subsets else full
     return DatasetFiles(prefix=prefix, train=train, test=test, written=full + subsets)
+
+
+def checkpoint_key_prefix(s: Settings) -> str:
+    """<checkpoints_prefix><project>/<experiment>/: where this experiment's checkpoints land in the bucket (the
+    training role may write only there; teardown.py keeps the newest step from there)."""
+    t = s.training
+    return f"{s.storage.checkpoints_prefix}{t.project_name}/{t.experiment_name}/"
 
 
 def model_path(s: Settings) -> str:

@@ -4,6 +4,9 @@ every registration (type, name, parent, provider, dependencies, inputs, options)
 Secret values are replaced by `[secret]` at the moment they are recorded, so nothing downstream (plan
 files, test assertions, logs) ever holds them. Invokes the program may make are answered from
 `offline/fakes.py`; an invoke without a canned answer fails loudly rather than returning a made-up shape.
+A `pulumi.StackReference` (an experiment stack reading its platform) is answered with the outputs of the
+referenced stack's own offline run, passed in as `stack_references`; its secret outputs stay `[secret]` and
+are marked secret, as the real engine does. A reference nobody rendered fails loudly.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ _SIG = rpc._special_sig_key
 _SECRET_SIG = rpc._special_secret_sig
 _RESOURCE_SIG = rpc._special_resource_sig
 _OUTPUT_SIG = rpc._special_output_value_sig
+STACK_REFERENCE_TYPE = "pulumi:pulumi:StackReference"
 
 
 def _hide(value: Any) -> Any:
@@ -62,6 +66,11 @@ def _redact(value: Any) -> Any:
     return value
 
 
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and (value.get(_SIG) == _SECRET_SIG
+                                        or value.get(_SIG) == _OUTPUT_SIG and bool(value.get("secret")))
+
+
 def _struct(struct) -> dict:
     return _redact(json_format.MessageToDict(struct, preserving_proto_field_name=True)) if struct else {}
 
@@ -88,6 +97,9 @@ class Registration:
 class Recording:
     resources: list[Registration] = field(default_factory=list)
     outputs: dict = field(default_factory=dict)
+    secret_outputs: list[str] = field(default_factory=list)  # names of the stack outputs that are secrets
+    # An experiment's platform run (offline/report/latency.py PlatformRun), set by plan.py; reports read it.
+    platform: Any = None
     invokes: list[dict] = field(default_factory=list)
     logs: list[tuple[str, str]] = field(default_factory=list)
 
@@ -105,11 +117,31 @@ class Recording:
         return {r.urn: r for r in self.resources}
 
 
+@dataclass(frozen=True)
+class StackOutputs:
+    """What a StackReference reads: a stack's outputs (secrets already `[secret]`) and which are secret."""
+
+    outputs: dict
+    secret_output_names: list[str]
+
+    @classmethod
+    def of(cls, recording: Recording) -> StackOutputs:
+        return cls(dict(recording.outputs), list(recording.secret_outputs))
+
+
 class _Mocks(pmocks.Mocks):
-    def __init__(self, recording: Recording):
+    def __init__(self, recording: Recording, stack_references: dict[str, StackOutputs]):
         self.recording = recording
+        self.stack_references = stack_references
 
     def new_resource(self, args: pmocks.MockResourceArgs):
+        if args.typ == STACK_REFERENCE_TYPE:
+            name = args.inputs.get("name") or args.resource_id
+            if name not in self.stack_references:
+                raise RuntimeError(f"offline engine: StackReference {args.name!r} reads stack {name!r}, which was not "
+                                   f"rendered first (have: {sorted(self.stack_references) or 'none'})")
+            ref = self.stack_references[name]
+            return name, {"name": name, "outputs": ref.outputs, "secretOutputNames": ref.secret_output_names}
         outputs = dict(args.inputs)
         # A read (`Resource.get(name, id)`) keeps the id it asked for, as the real engine does, and its
         # canned outputs are derived from that id.
@@ -179,6 +211,8 @@ class _Monitor(pmocks.MockMonitor):
     def RegisterResourceOutputs(self, request):
         if self.stack_urn is not None and request.urn == self.stack_urn:
             self.recording.outputs = _struct(request.outputs)
+            raw = json_format.MessageToDict(request.outputs) if request.outputs else {}
+            self.recording.secret_outputs = sorted(k for k, v in raw.items() if _is_secret(v))
         return super().RegisterResourceOutputs(request)
 
 
@@ -193,16 +227,17 @@ class _LogCapture(logging.Handler):
 
 
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
-                stack: str) -> Recording:
+                stack: str, stack_references: dict[str, StackOutputs] | None = None) -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
+    `stack_references` maps fully qualified stack names to the outputs a StackReference to them reads.
     """
     recording = Recording()
     logger = logging.getLogger(f"verl-ack.offline.{stack}")
     logger.propagate = False
     logger.handlers = [_LogCapture(recording)]
-    mocks = _Mocks(recording)
+    mocks = _Mocks(recording, dict(stack_references or {}))
     monitor = _Monitor(mocks, recording)
 
     loop = asyncio.new_event_loop()

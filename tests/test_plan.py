@@ -1,7 +1,10 @@
 """The offline plan: what a newcomer and a PR reviewer see of a stack without an account."""
 
+import datetime
 import json
+import shlex
 
+import pytest
 import yaml
 
 import plan
@@ -103,3 +106,85 @@ def test_a_stack_file_that_is_not_yaml_exits_2_with_the_line_and_writes_nothing(
     err = capsys.readouterr().err
     assert "is not valid YAML (line" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+def _dev_doc() -> dict:
+    return yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+
+
+def _refused(tmp_path, capsys, data: bytes) -> str:
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_bytes(data)
+    out = tmp_path / "o"
+    assert plan.main(["--config-file", str(bad), "--out", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err
+    assert "nothing written" in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("data,text", [
+    (b"config:\n  verl-ack:settings:\n    name: \xe9t\xe9\n", "is not UTF-8"),
+    (b"- config\n", "must be a YAML mapping"),
+    (b"just a sentence\n", "must be a YAML mapping"),
+    (b"config: 3\n", "must be a mapping of config keys"),
+    (b"config: &c\n  verl-ack:settings: *c\n", "refers to a value that contains it"),
+    (b"a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+     b"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+     b"config:\n  verl-ack:settings: {x: [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]}\n", "expands to more than"),
+    (b"config:\n  verl-ack:settings: [1, 2]\n", "verl-ack:settings: must be a mapping of settings"),
+])
+def test_a_stack_file_that_is_not_a_settings_document_exits_2_naming_the_file_and_the_fix(tmp_path, capsys, data, text):
+    assert text in _refused(tmp_path, capsys, data)
+
+
+def test_a_shell_command_in_a_version_pin_exits_2_with_the_field_and_writes_nothing(tmp_path, capsys):
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"]["versions"] = {"mlflow": "3.17.2$(touch /tmp/pwned)"}
+    err = _refused(tmp_path, capsys, yaml.safe_dump(doc).encode())
+    assert "versions.mlflow: '3.17.2$(touch /tmp/pwned)' is not an exact version pin" in err
+
+
+@pytest.mark.parametrize("settings,field", [
+    ({"training": {"experiment_name": 123}}, "training.experiment_name"),
+    ({"training": {"experiment_name": "2024"}}, "training.experiment_name"),
+    ({"job": {"shm_gib": 600}}, "settings"),
+    ({"training": {"rollout_engine": "sglang"}}, "settings"),
+    ({"cost": {"seconds_per_step": float("inf")}}, "cost.seconds_per_step"),
+    ({"job": {"active_deadline_seconds": 2**64}}, "job.active_deadline_seconds"),
+    ({"versions": {"addons": ["alb"]}}, "versions.addons"),
+    ({"tags": {"team": b"x"}}, "tags.team"),
+])
+def test_inputs_that_used_to_crash_the_plan_exit_2_with_the_field(tmp_path, capsys, settings, field):
+    doc = _dev_doc()
+    for section, value in settings.items():
+        if isinstance(value, dict) and isinstance(doc["config"]["verl-ack:settings"].get(section), dict):
+            doc["config"]["verl-ack:settings"][section].update(value)
+        else:
+            doc["config"]["verl-ack:settings"][section] = value
+    err = _refused(tmp_path, capsys, yaml.safe_dump(doc).encode())
+    assert f"  - {field}: " in err
+
+
+def test_an_unquoted_date_in_the_stack_file_is_accepted_as_its_iso_text(tmp_path):
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"]["cost"] = {"prices_taken_on": datetime.date(2025, 1, 31)}
+    path = tmp_path / "Pulumi.dated.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert "prices_taken_on: 2025-01-31\n" in path.read_text()  # unquoted: YAML reads it back as a date
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "o")]) == 0
+
+
+def test_a_yaml_set_in_another_config_key_exits_2_naming_the_key(tmp_path, capsys):
+    doc = _dev_doc()
+    doc["config"]["verl-ack:extra"] = {1, 2}
+    assert "verl-ack:extra: cannot be passed to the program" in _refused(tmp_path, capsys, yaml.safe_dump(doc).encode())
+
+
+def test_the_verl_command_line_quotes_its_list_overrides_for_the_submitters_shell(tmp_path):
+    out = tmp_path / "dev"
+    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
+    assert "'trainer.logger=[console,mlflow]'" in entry
+    assert "trainer.logger=[console,mlflow]" in shlex.split(entry)
+    assert all(shlex.quote(w) == w for w in entry.split(" ") if "[" not in w)

@@ -2,10 +2,11 @@
 
 `Addons` installs what the cluster needs before workloads: the OSS/disk CSI pair, the RRSA pod-identity
 webhook, node-problem-detector, ARMS Prometheus (optional), the ALB Ingress controller (when a sandbox domain
-is served), and KubeRay (the ACK add-on, whose API name is unverified, or by default the upstream Helm chart
-pinned to `versions.kuberay`). `SandboxAddons` installs ack-agent-sandbox-controller and then the sandbox
-manager add-on, whose config carries the domain, the ingress class and the admin API key; it comes after the
-ALB configuration (components/cloud/ingress.py), so it is its own component.
+is served), the RDMA device plugin (Lingjun GPU pools), and KubeRay (the ACK add-on, whose API name is
+unverified, or by default the upstream Helm chart pinned to `versions.kuberay`). `SandboxAddons` installs
+ack-agent-sandbox-controller and then the sandbox manager add-on, whose config carries the domain, the ingress
+class and the admin API key; it comes after the ALB configuration (components/cloud/ingress.py), so it is its
+own component.
 
 Names are checked per region with `cs.get_kubernetes_addons(cluster_id=..., name_regex=...)`; the manager's
 config shape with `cs.get_kubernetes_addon_metadata(cluster_id, name, version).config_schema` (docs/cloud.md).
@@ -22,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components.cloud.cluster import CREATE_TIME_ADDON_ROLES
 from components.config import Settings
-from components.wiring import ALB_HTTPS_ANNOTATIONS, ALB_INGRESS_CLASS, system_scheduling
+from components.wiring import ALB_HTTPS_ANNOTATIONS, ALB_INGRESS_CLASS, pod_security_labels, system_scheduling
 
 # The controller must not create its own AlbConfig/ALB: components/cloud/ingress.py declares one reusing the ALB
 # Pulumi owns (config key from the SDK/Terraform examples of alb-ingress-controller).
@@ -53,6 +54,11 @@ def base_addons(s: Settings) -> list[AddonSpec]:
         out.append(AddonSpec("alb", ALB_ADDON_CONFIG))
     if s.versions.kuberay_source == "addon":
         out.append(AddonSpec("kuberay"))
+    if s.gpu_pool.kind == "lingjun":
+        # Lingjun nodes reach each other over RDMA; the device plugin (DaemonSet ack-rdma-dp-ds) advertises the NICs
+        # as `rdma/hca`, which multi-node training pods request (components/workloads/training/rayjob.py). Its
+        # config is left at the add-on's defaults: shared mode, resource name rdma/hca (docs/facts.md §4).
+        out.append(AddonSpec("rdma"))
     return out
 
 
@@ -65,6 +71,14 @@ def retain_addon(s: Settings, role: str) -> bool:
     been there before this stack and may serve other workloads; in a new cluster the create-time add-ons go
     with the cluster anyway (ACK may refuse to uninstall them), the others are uninstalled normally."""
     return s.cluster.mode == "existing" or role in CREATE_TIME_ADDON_ROLES
+
+
+def kuberay_namespace_manifest(s: Settings) -> dict:
+    """The operator's namespace, created here (not by Helm) so it carries Pod Security Admission labels: the
+    upstream chart's pod meets restricted (values.yaml securityContext at v1.7.0: non-root, no capabilities,
+    RuntimeDefault seccomp, read-only root)."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": KUBERAY_NAMESPACE, "labels": pod_security_labels("restricted")}}
 
 
 def kuberay_helm_values(s: Settings) -> dict:
@@ -91,15 +105,20 @@ def _set_path(target: dict, dotted: str, value) -> None:
 
 
 def sandbox_manager_config(s: Settings, admin_api_key) -> dict:
-    """Config of the sandbox manager add-on: E2B domain, ingress class and admin API key placed at the key
-    paths `versions.sandbox_manager_config_keys` names (shape unverified; docs/cloud.md says how to check).
-    `admin_api_key` is the secret Output; the caller serialises with Output.json_dumps so it stays secret."""
+    """Config of the sandbox manager add-on: E2B domain, ingress class and admin API key, nested at the dotted
+    key paths `versions.sandbox_manager_config_keys` names (default: the upstream chart's e2b.domain,
+    e2b.adminApiKey, ingress.className; docs/facts.md §1). `admin_api_key` is the secret Output."""
     keys = s.versions.sandbox_manager_config_keys
     out: dict = {}
     _set_path(out, keys.domain, s.sandbox.domain)
     _set_path(out, keys.ingress_class, ALB_INGRESS_CLASS)
     _set_path(out, keys.admin_api_key, admin_api_key)
     return out
+
+
+def sandbox_manager_config_json(s: Settings, admin_api_key: pulumi.Input[str]) -> pulumi.Output[str]:
+    """The add-on's `config` string; Output.json_dumps keeps it a secret because the key is one."""
+    return pulumi.Output.json_dumps(sandbox_manager_config(s, admin_api_key))
 
 
 @dataclass
@@ -136,7 +155,14 @@ class Addons(pulumi.ComponentResource):
             )
 
         self.kuberay_release: k8s.helm.v3.Release | None = None
+        self.kuberay_namespace: k8s.core.v1.Namespace | None = None
         if s.versions.kuberay_source == "helm":
+            ns = kuberay_namespace_manifest(s)
+            # Kept on destroy, as Helm's create_namespace always left it: in an existing cluster it may hold more
+            # than this release.
+            self.kuberay_namespace = k8s.core.v1.Namespace(
+                f"{name}-kuberay-namespace", metadata=ns["metadata"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, retain_on_delete=True))
             # Upstream chart (the ACK add-on's API name is unverified); never install both.
             self.kuberay_release = k8s.helm.v3.Release(
                 f"{name}-kuberay",
@@ -145,10 +171,11 @@ class Addons(pulumi.ComponentResource):
                 version=s.versions.kuberay,
                 repository_opts={"repo": s.versions.kuberay_chart_repo},
                 namespace=KUBERAY_NAMESPACE,
-                create_namespace=True,
+                create_namespace=False,
                 values=kuberay_helm_values(s),
                 # The operator Deployment needs a node (the system pool) or the release times out.
-                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=args.nodes_ready),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider,
+                                            depends_on=[self.kuberay_namespace, *args.nodes_ready]),
             )
 
         def ready(*roles: str) -> list[pulumi.Resource]:
@@ -190,7 +217,7 @@ class SandboxAddons(pulumi.ComponentResource):
                                         retain_on_delete=True if retain else None))
         self.manager = alicloud.cs.KubernetesAddon(
             f"{name}-manager", cluster_id=args.cluster_id, name=mgr.name, version=mgr.version,
-            config=pulumi.Output.json_dumps(sandbox_manager_config(s, args.admin_api_key)),
+            config=sandbox_manager_config_json(s, args.admin_api_key),
             # The manager runs on the controller's CRDs and publishes its Ingress through the ALB configuration.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                         depends_on=[self.controller, *args.ingress_ready],

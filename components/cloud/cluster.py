@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import json
+
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
@@ -26,6 +28,12 @@ DELETE_WITH_CLUSTER = ("ALB", "SLB", "SLS_Data", "SLS_ControlPlane")
 # Installed with a new cluster because they can only be chosen at creation (network plugin) or must exist
 # before the first node pool (storage). components/cloud/addons.py manages the CSI pair afterwards.
 CREATE_TIME_ADDON_ROLES = ("terway_controlplane", "terway", "csi_plugin", "csi_provisioner")
+# Terway enforces NetworkPolicy only when the cluster was created with it on: the terway-eniip add-on config key of
+# the SDK's own cluster examples (pulumi_alicloud 4.0.0 cs/managed_kubernetes.py and cs/node_pool.py, which show it
+# "false"). Without it every NetworkPolicy of this program (sandbox isolation, the Ray and MLflow ingress rules) is
+# accepted by the API server and silently ignored. An existing cluster: kube-system/eni-config must say
+# disable_network_policy: "false" (docs/cloud.md).
+TERWAY_CONFIG = {"NetworkPolicy": "true"}
 
 
 def delete_options() -> list[dict]:
@@ -37,9 +45,21 @@ def create_time_addons(s: Settings) -> list[dict]:
     out = []
     for role in CREATE_TIME_ADDON_ROLES:
         a = s.versions.addons[role]
-        out.append({"name": a.name, **({"version": a.version} if a.version else {})})
+        addon: dict = {"name": a.name, **({"version": a.version} if a.version else {})}
+        if role == "terway":
+            addon["config"] = json.dumps(TERWAY_CONFIG, sort_keys=True)
+        out.append(addon)
     # ACK may otherwise add its NGINX ingress controller; the sandbox domain is served by ALB.
     out.append({"name": "nginx-ingress-controller", "disabled": True})
+    return out
+
+
+def audit_log_config(s: Settings) -> dict:
+    """`audit_log_config` of a new cluster (SDK ManagedKubernetesAuditLogConfigArgs: enabled, sls_project_name)."""
+    c = s.cluster
+    out: dict = {"enabled": c.audit_log}
+    if c.audit_log and c.audit_log_project:
+        out["sls_project_name"] = c.audit_log_project
     return out
 
 
@@ -114,7 +134,12 @@ class Cluster(pulumi.ComponentResource):
                 # Egress comes from components/cloud/network.py or the given VPC. NOTE: the provider never sends a
                 # false here (GetOk), so ACK's default snat_entry=true applies; see docs/facts-provider.md.
                 new_nat_gateway=False,
+                # The API server's public endpoint (an EIP on its CLB): off unless cluster.public_api. Its 6443
+                # listener's ACL is not an argument of this resource (docs/cloud.md).
                 slb_internet_enabled=c.public_api,
+                audit_log_config=audit_log_config(s),
+                # Secrets envelope-encrypted in etcd with this KMS key (ACK Pro only).
+                encryption_provider_key=c.secrets_kms_key_id,
                 enable_rrsa=True,  # pods and the OSS CSI driver get RAM roles through OIDC, not AccessKeys
                 deletion_protection=c.deletion_protection,
                 addons=create_time_addons(s),

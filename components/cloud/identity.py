@@ -9,7 +9,8 @@ allowed only its key prefixes:
 | csi   | ack-csi-fuse/csi-fuse-ossfs         | datasets, models, checkpoints,| checkpoints,     |
 |       |                                     | tracking (when enabled)       | tracking         |
 | data  | <job ns>/DATASET_SERVICE_ACCOUNT    | datasets, models              | datasets, models |
-| train | <job ns>/TRAINING_SERVICE_ACCOUNT   | datasets, models, checkpoints | checkpoints      |
+| train | <job ns>/TRAINING_SERVICE_ACCOUNT   | datasets, models, this        | this experiment's|
+|       |                                     | experiment's checkpoints      | checkpoints      |
 | mlflow| <job ns>/TRACKING_SERVICE_ACCOUNT   | tracking                      | tracking         |
 
 The webhook's names are from ACK's component page (https://www.alibabacloud.com/help/en/
@@ -34,6 +35,9 @@ from components.wiring import (
     TRACKING_SERVICE_ACCOUNT,
     TRAINING_SERVICE_ACCOUNT,
     WorkloadIdentity,
+    checkpoint_key_prefix,
+    job_namespace_pod_security,
+    pod_security_labels,
 )
 
 # The OSS CSI driver runs ossfs in fuse pods under this fixed namespace/service account and assumes the PV's
@@ -43,6 +47,10 @@ CSI_FUSE_SERVICE_ACCOUNT = "csi-fuse-ossfs"
 INJECTION_LABEL = "pod-identity.alibabacloud.com/injection"
 ROLE_NAME_ANNOTATION = "pod-identity.alibabacloud.com/role-name"
 STS_AUDIENCE = "sts.aliyuncs.com"
+# A custom RAM policy keeps at most five versions and, by default, does not drop the oldest, so the sixth document
+# change fails (https://help.aliyun.com/en/ram/manage-custom-policy-versions; Pulumi's ram.Policy docs). This value
+# deletes the oldest non-default version instead (SDK pulumi_alicloud 4.0.0 ram/policy.py: rotate_strategy).
+POLICY_ROTATE_STRATEGY = "DeleteOldestNonDefaultVersionWhenLimitExceeded"
 
 OSS_READ = ("oss:GetObject",)
 OSS_WRITE = ("oss:PutObject", "oss:DeleteObject", "oss:AbortMultipartUpload", "oss:ListParts")
@@ -84,9 +92,11 @@ def role_specs(s: Settings) -> list[RoleSpec]:
                  description="OSS CSI fuse pods: read datasets/models, read-write checkpoints and tracking (RRSA)"),
         RoleSpec("data", f"{s.name}-data", ns, DATASET_SERVICE_ACCOUNT, read=data_rw, write=data_rw,
                  description="Dataset and model staging jobs: write datasets and models (RRSA)"),
+        # Only its own experiment's checkpoints: a run (or code it executes) cannot read, overwrite or delete
+        # another experiment's under the same checkpoints_prefix.
         RoleSpec("train", f"{s.name}-train", ns, TRAINING_SERVICE_ACCOUNT,
-                 read=(*data_rw, st.checkpoints_prefix), write=(st.checkpoints_prefix,),
-                 description="Training pods: read datasets/models, read-write checkpoints (RRSA)"),
+                 read=(*data_rw, checkpoint_key_prefix(s)), write=(checkpoint_key_prefix(s),),
+                 description="Training pods: read datasets/models, read-write this experiment's checkpoints (RRSA)"),
     ]
     if s.tracking.enabled:
         specs.append(RoleSpec("mlflow", f"{s.name}-mlflow", ns, TRACKING_SERVICE_ACCOUNT,
@@ -129,8 +139,12 @@ def oss_policy(s: Settings, bucket: str, read: tuple[str, ...], write: tuple[str
 
 
 def namespace_manifest(s: Settings) -> dict:
-    labels = {INJECTION_LABEL: "on"} if s.storage.auth == "rrsa" else {}
-    return {"name": s.job.namespace, **({"labels": labels} if labels else {})}
+    """The job namespace's metadata: Pod Security Admission enforces what its pods meet (baseline; privileged only
+    for RDMA Ray pods, wiring.job_namespace_pod_security) and warns and audits below restricted."""
+    labels = pod_security_labels(job_namespace_pod_security(s))
+    if s.storage.auth == "rrsa":
+        labels[INJECTION_LABEL] = "on"
+    return {"name": s.job.namespace, "labels": labels}
 
 
 def workload_service_accounts(s: Settings) -> list[str]:
@@ -143,12 +157,15 @@ def workload_service_accounts(s: Settings) -> list[str]:
 @dataclass
 class IdentityArgs:
     settings: Settings
-    bucket_name: str  # the policies name the bucket; a new bucket need not exist yet
+    bucket_name: pulumi.Input[str]  # the policies name the bucket; a new bucket need not exist yet
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer_url: pulumi.Input[str]
     tags: dict[str, str]
     provider: pulumi.ProviderResource  # the explicit alicloud provider
     k8s_provider: pulumi.ProviderResource
+    # Which roles (RoleSpec.key) and their service accounts this stack owns; None = all. A platform owns the
+    # cluster-wide CSI role and MLflow's, an experiment its data and training roles (components/platform.py).
+    roles: tuple[str, ...] | None = None
 
 
 class Identity(pulumi.ComponentResource):
@@ -165,6 +182,8 @@ class Identity(pulumi.ComponentResource):
 
         self.roles: dict[str, alicloud.ram.Role] = {}
         for spec in role_specs(s):
+            if args.roles is not None and spec.key not in args.roles:
+                continue
             role = alicloud.ram.Role(
                 f"{name}-role-{spec.key}",
                 role_name=spec.role_name,
@@ -178,8 +197,11 @@ class Identity(pulumi.ComponentResource):
             policy = alicloud.ram.Policy(
                 f"{name}-policy-{spec.key}",
                 policy_name=f"{spec.role_name}-oss",
-                description=f"{spec.description}; bucket {args.bucket_name}",
-                policy_document=json.dumps(oss_policy(s, args.bucket_name, spec.read, spec.write), sort_keys=True),
+                description=pulumi.Output.concat(spec.description, "; bucket ", args.bucket_name),
+                policy_document=pulumi.Output.from_input(args.bucket_name).apply(
+                    lambda b, sp=spec: json.dumps(oss_policy(s, b, sp.read, sp.write), sort_keys=True)),
+                # Each document change (a prefix, the bucket) adds a policy version; see POLICY_ROTATE_STRATEGY.
+                rotate_strategy=POLICY_ROTATE_STRATEGY,
                 opts=cloud,
             )
             alicloud.ram.RolePolicyAttachment(
@@ -192,6 +214,8 @@ class Identity(pulumi.ComponentResource):
         sa_roles = {DATASET_SERVICE_ACCOUNT: "data", TRAINING_SERVICE_ACCOUNT: "train", TRACKING_SERVICE_ACCOUNT: "mlflow"}
         self.service_accounts: dict[str, k8s.core.v1.ServiceAccount] = {}
         for sa in workload_service_accounts(s):
+            if args.roles is not None and sa_roles[sa] not in args.roles:
+                continue
             role = self.roles.get(sa_roles[sa])
             metadata: dict = {"name": sa, "namespace": s.job.namespace}
             if role is not None:

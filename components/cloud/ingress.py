@@ -1,11 +1,14 @@
-"""The sandbox domain: an internet ALB Pulumi owns, the TLS certificate, the AlbConfig that hands that ALB to the
-ALB Ingress controller with an HTTP:80 and an HTTPS:443 listener, the `alb` IngressClass, and (with
+"""The sandbox domain: an ALB Pulumi owns (intranet unless `sandbox.public_api`), the TLS certificate, the AlbConfig
+that hands that ALB to the ALB Ingress controller with one HTTPS:443 listener, the `alb` IngressClass, and (with
 `sandbox.dns_zone`) the wildcard and apex CNAME records pointing at the ALB.
 
 Owning the ALB (instead of letting the controller create one) gives its DNS name at deploy time, so the DNS
-records land in the same `pulumi up`. HTTP is redirected to HTTPS per Ingress with the annotation
-`alb.ingress.kubernetes.io/ssl-redirect: "true"` (wiring.ALB_HTTPS_ANNOTATIONS; ALB Ingress dictionary:
-https://www.alibabacloud.com/help/en/cs/user-guide/alb-ingress-configuration-dictionary).
+records land in the same `pulumi up`. The E2B API authenticates with one static key, so the listener is HTTPS
+only (no HTTP listener to send it over in clear text; wiring.ALB_HTTPS_ANNOTATIONS) with a TLS >= 1.2 security
+policy (`sandbox.tls_policy`), and `sandbox.api_allowed_cidrs` becomes the listener's whitelist ACL. AlbConfig
+listener keys `securityPolicyId` and `aclConfig{aclType, aclEntries}` are the controller's
+(alibaba/alibaba-load-balancer-controller pkg/apis/alibabacloud/v1/albconfig_types.go; ALB docs "Configure an ACL
+by using an AlbConfig").
 
 Teardown order: the AlbConfig depends on the controller add-on, so `pulumi destroy` deletes the AlbConfig
 (the controller removes its listeners) before the controller, then the ALB itself.
@@ -41,20 +44,31 @@ def alb_zone_mappings(s: Settings, node_vswitch_ids: dict[str, pulumi.Input[str]
     return [{"zone_id": z, "vswitch_id": node_vswitch_ids[z]} for z in s.zones[:2]]
 
 
+def alb_address_type(s: Settings) -> str:
+    """`Internet` only when the E2B API is meant to be public; training needs only the in-cluster MCP Service."""
+    return "Internet" if s.sandbox.public_api else "Intranet"
+
+
+def https_listener(s: Settings, certificate_id: pulumi.Input[str]) -> dict:
+    listener: dict = {"port": 443, "protocol": "HTTPS",
+                      "certificates": [{"CertificateId": certificate_id, "IsDefault": True}],
+                      "securityPolicyId": s.sandbox.tls_policy}
+    if s.sandbox.api_allowed_cidrs:
+        # A whitelist: only these sources reach the listener (the controller creates the ACL from the entries).
+        listener["aclConfig"] = {"aclType": "White", "aclEntries": list(s.sandbox.api_allowed_cidrs)}
+    return listener
+
+
 def alb_config_manifest(s: Settings, alb_id: pulumi.Input[str], certificate_id: pulumi.Input[str]) -> dict:
-    """AlbConfig reusing the ALB Pulumi owns (`config.id`, not force-overriding its settings), with HTTP:80 and
-    HTTPS:443 listeners; the certificate is the HTTPS listener's default."""
+    """AlbConfig reusing the ALB Pulumi owns (`config.id`, not force-overriding its settings), with one HTTPS:443
+    listener whose default certificate is the sandbox domain's."""
     return {
         "apiVersion": "alibabacloud.com/v1",
         "kind": "AlbConfig",
         "metadata": {"name": s.name},
         "spec": {
             "config": {"id": alb_id, "forceOverride": False},
-            "listeners": [
-                {"port": 80, "protocol": "HTTP"},
-                {"port": 443, "protocol": "HTTPS",
-                 "certificates": [{"CertificateId": certificate_id, "IsDefault": True}]},
-            ],
+            "listeners": [https_listener(s, certificate_id)],
         },
     }
 
@@ -96,7 +110,8 @@ class IngressArgs:
 
 
 class Ingress(pulumi.ComponentResource):
-    """ALB + certificate + AlbConfig + IngressClass + DNS records for `sandbox.domain`."""
+    """ALB (intranet unless sandbox.public_api) + certificate + AlbConfig + IngressClass + DNS records for
+    `sandbox.domain`."""
 
     def __init__(self, name: str, args: IngressArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("verl-ack:ingress:Ingress", name, None, opts)
@@ -108,7 +123,7 @@ class Ingress(pulumi.ComponentResource):
             f"{name}-alb",
             load_balancer_name=f"{s.name}-sandbox",
             vpc_id=args.network.vpc_id,
-            address_type="Internet",
+            address_type=alb_address_type(s),
             address_allocated_mode="Dynamic",
             load_balancer_edition="Standard",
             load_balancer_billing_config={"pay_type": "PayAsYouGo"},

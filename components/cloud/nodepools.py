@@ -16,13 +16,24 @@ import pulumi_alicloud as alicloud
 
 from components.cloud.network import NetworkRefs
 from components.config import Settings
-from components.wiring import GPU_TAINT_KEY, Scheduling, gpu_scheduling, system_scheduling
+from components.wiring import (
+    GPU_TAINT_KEY,
+    SANDBOX_TAINT_KEY,
+    Scheduling,
+    gpu_scheduling,
+    sandbox_scheduling,
+    system_scheduling,
+)
 
 GPUS_PER_NODE_LABEL = "verl-ack/gpus-per-node"
 GPU_MODEL_LABEL = "verl-ack/gpu-model"
 # A Lingjun pool fills from its EFLO node group, so no NodePool field states its size; this label does, for
 # the GPU budget policy (policy/verl_ack_policy) and for readers of `kubectl get nodes -L`.
 MAX_NODES_LABEL = "verl-ack/max-nodes"
+# Without it a label or taint change reaches only nodes that join later: the running nodes keep the old ones, so the
+# workloads' selectors and tolerations stop matching them (SDK cs/node_pool.py: update_nodes "Synchronously update
+# node labels and taints"; it only acts on an update).
+UPDATE_NODES = True
 # A Kubernetes label value (apimachinery): free-text gpu_model becomes a label only when it is one.
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
@@ -46,6 +57,15 @@ def gpu_pool_taints(s: Settings) -> list[dict]:
     return [{"key": GPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]
 
 
+def sandbox_pool_labels(s: Settings) -> list[dict]:
+    return [{"key": k, "value": v} for k, v in sandbox_scheduling(s).node_selector.items()]
+
+
+def sandbox_pool_taints(s: Settings) -> list[dict]:
+    """The taint sandbox_scheduling() tolerates: nothing but the sandboxes (model-written code) lands there."""
+    return [{"key": SANDBOX_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]
+
+
 def ecs_scaling_config(s: Settings) -> dict:
     """Autoscaled ECS GPU pool: scales to `min_nodes` (0 = no GPU bills while idle) and up to `nodes`."""
     assert s.gpu_pool.ecs is not None
@@ -61,6 +81,10 @@ class NodePoolsArgs:
     provider: pulumi.ProviderResource  # the explicit alicloud provider
     # Nodes must reach the internet before they join (image pulls): the SNAT entries of a new network.
     egress_ready: list[pulumi.Resource]
+    # Which pools this stack owns: a platform stack the system pool (and the cluster-wide autoscaler settings), an
+    # experiment stack the GPU pool; a single stack both.
+    system: bool = True
+    gpu: bool = True
 
 
 class NodePools(pulumi.ComponentResource):
@@ -71,11 +95,42 @@ class NodePools(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("verl-ack:nodepools:NodePools", name, None, opts)
         s = args.settings
-        sp = s.system_pool
         gp = s.gpu_pool
         # New nodes pull images and bootstrap over the internet: the NAT's SNAT entries must exist first.
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.egress_ready)
 
+        self.system: alicloud.cs.NodePool | None = None
+        self.gpu: alicloud.cs.NodePool | None = None
+        self.autoscaler: alicloud.cs.AutoscalingConfig | None = None
+        self.sandbox: alicloud.cs.NodePool | None = None
+        if args.system:
+            self._system_pool(name, args, child)
+            if s.sandbox.dedicated_pool is not None:
+                self._sandbox_pool(name, args, child)
+        if args.gpu:
+            self._gpu_pool(name, args, child)
+        if args.system and gp.kind == "ecs" and s.cluster.mode == "new":
+            # Node autoscaling is a cluster-wide setting; only a cluster this stack owns gets it configured.
+            self.autoscaler = alicloud.cs.AutoscalingConfig(
+                f"{name}-autoscaler", cluster_id=args.cluster_id, scale_up_from_zero=True,
+                scale_down_enabled=True, opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
+
+        self.gpu_scheduling = gpu_scheduling(s)
+        # Pods need a node to run on. Everything but training runs on the system pool, so it waits for that
+        # pool only; only the training job waits for the GPU pool. A false edge to the GPU pool would put
+        # add-ons, data staging and sandboxes behind the slowest resource and leave GPUs idle meanwhile
+        # (tests/test_graph.py guards this).
+        self.system_ready: list[pulumi.Resource] = [self.system] if self.system else []
+        self.gpu_ready: list[pulumi.Resource] = [self.gpu] if self.gpu else []
+        # The SandboxSet's pods wait for the pool they run on (sandbox.dedicated_pool).
+        self.sandbox_ready: list[pulumi.Resource] = [self.sandbox] if self.sandbox else []
+        self.register_outputs({
+            **({"system_pool_id": self.system.node_pool_id} if self.system else {}),
+            **({"gpu_pool_id": self.gpu.node_pool_id} if self.gpu else {})})
+
+    def _system_pool(self, name: str, args: NodePoolsArgs, child: pulumi.ResourceOptions) -> None:
+        s = args.settings
+        sp = s.system_pool
         self.system = alicloud.cs.NodePool(
             f"{name}-system",
             cluster_id=args.cluster_id,
@@ -87,11 +142,38 @@ class NodePools(pulumi.ComponentResource):
             system_disk_category="cloud_essd",
             system_disk_size=sp.system_disk_gib,
             labels=system_pool_labels(s),
+            update_nodes=UPDATE_NODES,
             tags=args.tags,
             opts=child,
         )
 
-        self.autoscaler: alicloud.cs.AutoscalingConfig | None = None
+    def _sandbox_pool(self, name: str, args: NodePoolsArgs, child: pulumi.ResourceOptions) -> None:
+        """Sandboxes run model-written code: on their own tainted nodes they share no kernel with the controllers,
+        MLflow or the data jobs (and with runtime_name Sandboxed-Container.runv each one gets a kernel of its own)."""
+        s = args.settings
+        dp = s.sandbox.dedicated_pool
+        assert dp is not None
+        self.sandbox = alicloud.cs.NodePool(
+            f"{name}-sandbox",
+            cluster_id=args.cluster_id,
+            node_pool_name=f"{s.name}-sandbox",
+            vswitch_ids=[args.network.node_vswitch_ids[z] for z in s.zones],
+            instance_types=dp.instance_types,
+            instance_charge_type="PostPaid",
+            desired_size=str(dp.nodes),  # a string in pulumi_alicloud 4.0.0
+            system_disk_category="cloud_essd",
+            system_disk_size=dp.system_disk_gib,
+            runtime_name=dp.runtime_name,  # None = the cluster's runtime
+            labels=sandbox_pool_labels(s),
+            taints=sandbox_pool_taints(s),
+            update_nodes=UPDATE_NODES,
+            tags=args.tags,
+            opts=child,
+        )
+
+    def _gpu_pool(self, name: str, args: NodePoolsArgs, child: pulumi.ResourceOptions) -> None:
+        s = args.settings
+        gp = s.gpu_pool
         if gp.kind == "lingjun":
             assert gp.lingjun is not None
             # Lingjun machines are bought and grouped outside Pulumi (quota-gated); the pool joins the node
@@ -104,6 +186,7 @@ class NodePools(pulumi.ComponentResource):
                 eflo_node_group={"cluster_id": gp.lingjun.eflo_cluster_id, "group_id": gp.lingjun.eflo_node_group_id},
                 labels=gpu_pool_labels(s),
                 taints=gpu_pool_taints(s),
+                update_nodes=UPDATE_NODES,
                 tags=args.tags,
                 opts=child,
             )
@@ -122,22 +205,9 @@ class NodePools(pulumi.ComponentResource):
                 system_disk_size=gp.ecs.system_disk_gib,
                 labels=gpu_pool_labels(s),
                 taints=gpu_pool_taints(s),
+                update_nodes=UPDATE_NODES,
                 tags=args.tags,
                 # The autoscaler owns the node count; Pulumi must not reset it on the next `up`.
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["desired_size"])),
             )
-            if s.cluster.mode == "new":
-                # Node autoscaling is a cluster-wide setting; only a cluster this stack owns gets it configured.
-                self.autoscaler = alicloud.cs.AutoscalingConfig(
-                    f"{name}-autoscaler", cluster_id=args.cluster_id, scale_up_from_zero=True,
-                    scale_down_enabled=True, opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
-
-        self.gpu_scheduling = gpu_scheduling(s)
-        # Pods need a node to run on. Everything but training runs on the system pool, so it waits for that
-        # pool only; only the training job waits for the GPU pool. A false edge to the GPU pool would put
-        # add-ons, data staging and sandboxes behind the slowest resource and leave GPUs idle meanwhile
-        # (tests/test_graph.py guards this).
-        self.system_ready: list[pulumi.Resource] = [self.system]
-        self.gpu_ready: list[pulumi.Resource] = [self.gpu]
-        self.register_outputs({"system_pool_id": self.system.node_pool_id, "gpu_pool_id": self.gpu.node_pool_id})
 

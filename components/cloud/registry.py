@@ -1,17 +1,18 @@
 """The training image: which image the job runs, and the ACR repository a built image is pushed to.
 
-`image.source: official` runs `versions.verl_image` (Docker Hub `verlai/verl`, which ships verl's
-dependencies but not verl) and installs the pinned verl, mlflow and fastmcp at job start through the
-RayJob's runtime env. `image.source: built` runs the image built from `image/` (tag = content hash of
-that folder, what `.github/workflows/image.yml` pushes) from an ACR repository, with nothing installed
-at start. Nodes pull private ACR images through the `managed-aliyun-acr-credential-helper` add-on, so no
-imagePullSecrets are needed.
+`image.source: official` runs `versions.verl_image` pinned by `versions.verl_image_digest` (Docker Hub
+`verlai/verl`, which ships verl's dependencies but not verl) and installs the pinned verl, mlflow and
+fastmcp at job start through the RayJob's runtime env. `image.source: built` runs the image built from
+`image/` (tag = content hash of that folder, what `.github/workflows/image.yml` pushes) from an ACR
+repository, with nothing installed at start. Nodes pull private ACR images through the
+`managed-aliyun-acr-credential-helper` add-on, so no imagePullSecrets are needed.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from components.config import REPO_ROOT, Settings
-from components.wiring import ClusterRefs
+from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT, ClusterRefs
 
 IMAGE_DIR = REPO_ROOT / "image"
 CREDENTIAL_HELPER_ADDON = "managed-aliyun-acr-credential-helper"
@@ -50,8 +51,40 @@ def registry_repository(s: Settings) -> str:
 
 def training_image(s: Settings) -> str:
     if s.image.source == "official":
-        return s.versions.verl_image
-    return f"{registry_repository(s)}:{image_tag(s)}"
+        # repository:tag@sha256:…, the reference the pre-pull DaemonSet pulls too (both take this function's value).
+        return s.versions.verl_image_ref()
+    ref = f"{registry_repository(s)}:{image_tag(s)}"
+    # Pinned by digest when the stack gives one (platform stacks must): a re-pushed tag cannot change what runs.
+    return f"{ref}@{s.image.digest}" if s.image.digest else ref
+
+
+# ACR hosts that name their region: Personal Edition registry[-vpc].<region>.aliyuncs.com, Enterprise Edition
+# <instance>-registry[-vpc].<region>.cr.aliyuncs.com.
+_ACR_HOST_REGION = re.compile(r"(?:[a-z0-9-]+-)?registry(?:-[a-z]+)*\.([a-z0-9-]+)\.(?:cr\.)?aliyuncs\.com")
+
+
+def credential_helper_config(s: Settings) -> dict:
+    """Config of managed-aliyun-acr-credential-helper: the stack's `image.credential_helper_config` when given,
+    else derived. The helper attaches its pull Secret only to the namespaces and service accounts its config
+    names (default: `default` SAs of the `default` namespace), so the derived config names the job namespace and
+    the service accounts whose pods pull the built image: the RayJob's pods (verl-train) and the pre-pull
+    DaemonSet and the KubeRay submitter Job (`default`). A platform stack serves experiments whose namespaces it
+    does not know (each brings its own job.namespace), so it watches `all` namespaces, still for those two service
+    accounts only. `AcrInstanceInfo` names the instance: instanceId for Enterprise (empty for Personal), regionId
+    from the registry host. Keys and JSON spelling: docs/facts.md §5 (Alibaba's helper page for the labels, a
+    recorded InstallClusterAddons call for the JSON)."""
+    img = s.image
+    if img.credential_helper_config:
+        return dict(img.credential_helper_config)
+    host = registry_repository(s).split("/", 1)[0]
+    match = _ACR_HOST_REGION.fullmatch(host)
+    return {
+        "AcrInstanceInfo": [{"instanceId": img.enterprise_instance_id or "", "regionId": match[1] if match else s.region}],
+        "enableRRSA": False,
+        "expiringThreshold": "15m",
+        "serviceAccount": ",".join(dict.fromkeys([TRAINING_SERVICE_ACCOUNT, PREPULL_SERVICE_ACCOUNT])),
+        "watchNamespace": "all" if s.kind == "platform" else s.job.namespace,
+    }
 
 
 def runtime_pip_packages(s: Settings) -> list[str]:
@@ -89,10 +122,9 @@ class ImageRegistry(pulumi.ComponentResource):
                 # Tags are content hashes: the same tag must always mean the same bytes.
                 tag_immutability=True, opts=child)
         if img.source == "built" and img.credential_helper:
-            cfg = img.credential_helper_config
             self.ready.append(alicloud.cs.KubernetesAddon(
                 f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=CREDENTIAL_HELPER_ADDON,
-                config=json.dumps(cfg, sort_keys=True) if cfg else None,
+                config=json.dumps(credential_helper_config(settings), sort_keys=True),
                 # In a cluster this stack does not own, the add-on may serve other workloads: keep it on destroy.
                 opts=pulumi.ResourceOptions(parent=self, provider=provider,
                                             retain_on_delete=True if settings.cluster.mode == "existing" else None)))

@@ -1,7 +1,9 @@
 """The OSS bucket for datasets, models, checkpoints and tracking artifacts.
 
-A new bucket is private (ACL private + Block Public Access), encrypted at rest, versioned, and cleans up after
-itself (incomplete multipart uploads, the scratch prefix, old object versions). It is KEPT on `pulumi destroy`
+A new bucket is private (ACL private + Block Public Access), encrypted at rest, versioned, reachable over HTTPS only
+(a bucket policy; `storage.require_https`) and, with `storage.vpc_only`, for object data only from the cluster's VPC;
+it logs its own access under `storage.access_log_prefix` (`storage.access_logging`), and cleans up after itself
+(incomplete multipart uploads, the scratch prefix, old object versions, old access logs). It is KEPT on `pulumi destroy`
 by default (`storage.keep_on_destroy`: protect + retain_on_delete, also on its ACL and public-access block so a
 kept bucket stays private). An existing bucket (`storage.mode: existing`) is used by name and never touched.
 
@@ -11,7 +13,9 @@ role of the CSI fuse pods, or the `storage.auth: access_key` fallback Secret in 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Optional
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -22,6 +26,9 @@ from components.wiring import StorageRefs, oss_endpoint
 
 # Keys the OSS CSI driver reads from a nodePublishSecretRef Secret (alibaba-cloud-csi-driver docs/oss.md).
 ACCESS_KEY_SECRET_NAME = "oss-access-key"
+# Object data actions the VPC condition covers. Bucket configuration (what Pulumi calls) stays reachable from
+# anywhere the caller's RAM permissions allow.
+OBJECT_DATA_ACTIONS = ("oss:GetObject", "oss:PutObject", "oss:DeleteObject")
 
 
 def creates_bucket(s: Settings) -> bool:
@@ -39,7 +46,32 @@ def lifecycle_rules(s: Settings) -> list[dict]:
         bucket_wide["noncurrent_version_expirations"] = [{"days": st.noncurrent_expire_days}]
     scratch = {"id": "expire-scratch", "prefix": st.scratch_prefix, "enabled": True,
                "expirations": [{"days": st.scratch_expire_days}]}
-    return [bucket_wide, scratch]
+    rules = [bucket_wide, scratch]
+    if st.access_logging:
+        rules.append({"id": "expire-access-logs", "prefix": st.access_log_prefix, "enabled": True,
+                      "expirations": [{"days": st.access_log_expire_days}]})
+    return rules
+
+
+def bucket_policy(s: Settings, bucket: str, vpc_id: Optional[str] = None) -> Optional[dict]:
+    """The bucket policy of a new bucket, or None when it would say nothing. Deny statements only: with principal
+    `*` and a condition they bind every caller, the bucket owner included (OSS bucket policy docs:
+    https://www.alibabacloud.com/help/en/oss/user-guide/bucket-policy/). Condition keys: acs:SecureTransport
+    (Cloud Config rule oss-bucket-only-https-enabled) and acs:SourceVpc (OSS "VPC policies and bucket policies"
+    tutorial)."""
+    st = s.storage
+    resources = [f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/*"]
+    statements = []
+    if st.require_https:
+        statements.append({"Effect": "Deny", "Principal": ["*"], "Action": ["oss:*"], "Resource": resources,
+                           "Condition": {"Bool": {"acs:SecureTransport": ["false"]}}})
+    if st.vpc_only:
+        if vpc_id is None:
+            raise ValueError("storage.vpc_only needs the cluster's VPC id")
+        statements.append({"Effect": "Deny", "Principal": ["*"], "Action": list(OBJECT_DATA_ACTIONS),
+                           "Resource": [f"acs:oss:*:*:{bucket}/*"],
+                           "Condition": {"StringNotEquals": {"acs:SourceVpc": [vpc_id]}}})
+    return {"Version": "1", "Statement": statements} if statements else None
 
 
 def encryption_rule(s: Settings) -> dict:
@@ -66,6 +98,8 @@ class StorageArgs:
     access_key_secret: pulumi.Output[str] | None = None  # secret
     # The job Namespace (components/cloud/identity.py): the access-key Secret lives in it.
     namespace_ready: list[pulumi.Resource] = field(default_factory=list)
+    # The cluster's VPC (storage.vpc_only: object data only from there).
+    vpc_id: Optional[pulumi.Input[str]] = None
 
 
 class Storage(pulumi.ComponentResource):
@@ -80,6 +114,8 @@ class Storage(pulumi.ComponentResource):
         keep = pulumi.ResourceOptions(parent=self, provider=args.provider, **keep_options(s))
 
         self.bucket: alicloud.oss.Bucket | None = None
+        self.policy: alicloud.oss.BucketPolicy | None = None
+        self.logging: alicloud.oss.BucketLogging | None = None
         bucket_name: pulumi.Input[str] = st.bucket_name
         if creates_bucket(s):
             self.bucket = alicloud.oss.Bucket(
@@ -101,6 +137,17 @@ class Storage(pulumi.ComponentResource):
             self.acl = alicloud.oss.BucketAcl(f"{name}-acl", bucket=self.bucket.bucket, acl="private", opts=guard)
             self.public_access_block = alicloud.oss.BucketPublicAccessBlock(
                 f"{name}-public-access-block", bucket=self.bucket.bucket, block_public_access=True, opts=guard)
+            if st.require_https or st.vpc_only:
+                self.policy = alicloud.oss.BucketPolicy(
+                    f"{name}-policy", bucket=self.bucket.bucket,
+                    policy=pulumi.Output.all(self.bucket.bucket, args.vpc_id).apply(
+                        lambda a: json.dumps(bucket_policy(s, a[0], a[1]), sort_keys=True)),
+                    opts=guard)
+            if st.access_logging:
+                # Into the bucket itself: no second bucket to keep private, and the lifecycle rule expires them.
+                self.logging = alicloud.oss.BucketLogging(
+                    f"{name}-logging", bucket=self.bucket.bucket, target_bucket=self.bucket.bucket,
+                    target_prefix=st.access_log_prefix, opts=guard)
 
         self.access_key_secret: k8s.core.v1.Secret | None = None
         if st.auth == "access_key":

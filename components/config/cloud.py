@@ -6,37 +6,49 @@ import ipaddress
 import re
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from components.config.types import BUCKET_NAME, Cidr, Strict, _cidr
+from components.config.security import SlsProjectName
+from components.config.types import (
+    AddonVersion,
+    BucketName,
+    Cidr,
+    CloudId,
+    ClusterId,
+    Dns1123LabelOrEmpty,
+    DottedKeyPath,
+    InstanceType,
+    KeyPrefix,
+    KubernetesMinor,
+    KubernetesVersion,
+    ShortText,
+    Strict,
+    VpcId,
+    VSwitchId,
+    ZoneId,
+)
+
+# Host memory kept for node daemons on every GPU node (components/model/layout.py NODE_RESERVED_MEMORY_GIB is the
+# same number; a test compares them): the Ray pod gets the rest, and its /dev/shm counts against that.
+GPU_NODE_RESERVED_MEMORY_GIB = 16
 
 
 class NetworkSettings(Strict):
-    vpc_id: str | None = Field(None, description="Existing VPC id. Leave empty to create a VPC (new clusters only).")
-    node_vswitch_ids: list[str] = Field(
+    vpc_id: VpcId | None = Field(None, description="Existing VPC id. Leave empty to create a VPC (new clusters only).")
+    node_vswitch_ids: list[VSwitchId] = Field(
         default_factory=list, description="Existing node vSwitch ids, one per zone in `zones` order (with vpc_id).")
-    pod_vswitch_ids: list[str] = Field(
+    pod_vswitch_ids: list[VSwitchId] = Field(
         default_factory=list, description="Existing Terway pod vSwitch ids, one per zone (with vpc_id).")
     vpc_cidr: Cidr = Field("10.0.0.0/8", description="CIDR of a new VPC.")
     node_cidrs: list[Cidr] = Field(
-        default_factory=lambda: ["10.1.0.0/16", "10.2.0.0/16"],
+        default_factory=lambda: ["10.1.0.0/16", "10.2.0.0/16"], max_length=64,
         description="CIDRs of the node vSwitches a new VPC gets, one per zone in `zones` order.")
     pod_cidrs: list[Cidr] = Field(
-        default_factory=lambda: ["10.4.0.0/16", "10.5.0.0/16"],
+        default_factory=lambda: ["10.4.0.0/16", "10.5.0.0/16"], max_length=64,
         description="CIDRs of the Terway pod vSwitches a new VPC gets, one per zone in `zones` order.")
     service_cidr: Cidr = Field("192.168.0.0/16", description="Kubernetes Service CIDR; must not overlap VPC or pods.")
     nat_bandwidth_mbps: int = Field(
         100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s.")
-
-    @field_validator("vpc_cidr", "service_cidr")
-    @classmethod
-    def _is_cidr(cls, v: str) -> str:
-        return _cidr(v)
-
-    @field_validator("node_cidrs", "pod_cidrs")
-    @classmethod
-    def _are_cidrs(cls, v: list[str]) -> list[str]:
-        return [_cidr(c) for c in v]
 
     @model_validator(mode="after")
     def _no_overlap(self) -> NetworkSettings:
@@ -59,20 +71,31 @@ class NetworkSettings(Strict):
 class ClusterSettings(Strict):
     mode: Literal["new", "existing"] = Field(
         "new", description="`new` creates an ACK Pro cluster; `existing` uses the cluster `existing_cluster_id`.")
-    existing_cluster_id: str | None = Field(
+    existing_cluster_id: ClusterId | None = Field(
         None, description="ACK cluster id (c...) to use when mode=existing; read, never managed or deleted.")
-    kubernetes_version: str | None = Field(
+    kubernetes_version: KubernetesVersion | None = Field(
         None,
         description="ACK Kubernetes version (e.g. 1.34.1-aliyun.1). Empty = the newest ACK offers at creation. "
         "Lingjun pools need >= 1.31. List: `aliyun cs GET /api/v1/metadata/versions` or cs.get_kubernetes_version.")
-    schema_version: str = Field(
+    schema_version: KubernetesMinor = Field(
         "1.34", description="Kubernetes minor version the offline conformance tests validate manifests against.")
     cluster_spec: Literal["ack.pro.small", "ack.pro.xlarge", "ack.pro.2xlarge", "ack.pro.4xlarge"] = Field(
         "ack.pro.small", description="ACK Pro control-plane size (Lingjun node pools need ACK Pro).")
     deletion_protection: bool = Field(
         False, description="Cluster deletion protection. Off by default so `pulumi destroy` leaves nothing billing.")
     public_api: bool = Field(
-        True, description="Expose the API server on an internet SLB so Pulumi and kubectl can reach it from outside the VPC.")
+        False, description="Expose the API server on the internet (an EIP on its load balancer) so Pulumi and kubectl "
+        "can reach it from outside the VPC. Off by default: then run Pulumi from inside the VPC. When on, restrict "
+        "the 6443 listener with an access-control list (docs/cloud.md: pulumi_alicloud has no argument for it).")
+    audit_log: bool = Field(
+        True, description="API server audit logging to SLS (a new cluster's audit_log_config). Who did what through "
+        "the API, e.g. who read the sandbox admin key. destroy deletes the logs with the cluster (delete_options).")
+    audit_log_project: Optional[SlsProjectName] = Field(
+        None, description="SLS project of the audit logs. Empty = the project ACK creates for the cluster.")
+    secrets_kms_key_id: Optional[CloudId] = Field(
+        None, description="KMS key that encrypts Kubernetes Secrets at rest (a new cluster's encryption_provider_key; "
+        "ACK Pro). Empty = etcd's default. The key must be an enabled KMS key of the cluster's region; ACK needs "
+        "the AliyunCSManagedSecurityRole authorised to use it (docs/cloud.md).")
     network: NetworkSettings = Field(default_factory=NetworkSettings, description="VPC and vSwitches of a new cluster.")
     create_timeout_minutes: int = Field(
         60, ge=20, le=180,
@@ -85,20 +108,6 @@ class ClusterSettings(Strict):
         False,
         description="Let the Kubernetes provider drop objects of a cluster that no longer answers (set true only to "
         "finish a destroy after the cluster was deleted outside Pulumi).")
-
-    @field_validator("existing_cluster_id")
-    @classmethod
-    def _cluster_id(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"c[0-9a-z]{8,40}", v):
-            raise ValueError(f"{v!r} is not an ACK cluster id (c followed by 8-40 lowercase letters/digits)")
-        return v
-
-    @field_validator("kubernetes_version")
-    @classmethod
-    def _version(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"1\.\d+\.\d+(-aliyun\.\d+)?", v):
-            raise ValueError(f"{v!r} is not an ACK version string like 1.34.1-aliyun.1")
-        return v
 
     @model_validator(mode="after")
     def _existing_needs_id(self) -> ClusterSettings:
@@ -114,45 +123,31 @@ class ClusterSettings(Strict):
 
 # --------------------------------------------------------------------------------------------- node pools
 class LingjunSettings(Strict):
-    eflo_cluster_id: str = Field(description="Lingjun (EFLO) cluster id that holds the GPU nodes (console: Lingjun > Clusters).")
-    eflo_node_group_id: str = Field(description="Lingjun node-group id whose nodes join this pool (immutable after creation).")
-
-    @field_validator("eflo_cluster_id", "eflo_node_group_id")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("must not be empty: copy the id from the Lingjun console")
-        return v
+    eflo_cluster_id: CloudId = Field(
+        description="Lingjun (EFLO) cluster id that holds the GPU nodes (console: Lingjun > Clusters).")
+    eflo_node_group_id: CloudId = Field(description="Lingjun node-group id whose nodes join this pool (immutable after creation).")
 
 
 class EcsGpuSettings(Strict):
-    instance_types: list[str] = Field(
-        min_length=1, description="ECS GPU instance types, in order of preference (e.g. ecs.gn8v.8xlarge).")
+    instance_types: list[InstanceType] = Field(
+        min_length=1, max_length=20, description="ECS GPU instance types, in order of preference (e.g. ecs.gn8v.8xlarge).")
     system_disk_gib: int = Field(200, ge=40, le=2048, description="System disk per GPU node (holds the training image).")
     system_disk_category: Literal["cloud_essd", "cloud_auto", "cloud_efficiency"] = Field(
         "cloud_essd", description="System disk category.")
-    min_nodes: int = Field(0, ge=0, description="Autoscaler floor. 0 lets the pool scale to zero so GPUs stop billing.")
-
-    @field_validator("instance_types")
-    @classmethod
-    def _ecs_types(cls, v: list[str]) -> list[str]:
-        for t in v:
-            if not t.startswith("ecs."):
-                raise ValueError(f"{t!r} is not an ECS instance type (they start with 'ecs.', e.g. ecs.gn8v.8xlarge)")
-        return v
+    min_nodes: int = Field(0, ge=0, le=256, description="Autoscaler floor. 0 lets the pool scale to zero so GPUs stop billing.")
 
 
 class GpuPoolSettings(Strict):
     kind: Literal["lingjun", "ecs"] = Field(description="`lingjun` joins Lingjun nodes via EFLO ids; `ecs` creates ECS GPU nodes.")
     lingjun: LingjunSettings | None = Field(None, description="Lingjun node group (kind=lingjun).")
     ecs: EcsGpuSettings | None = Field(None, description="ECS GPU instance settings (kind=ecs).")
-    zone: str = Field(description="Zone of the GPU nodes; must be one of `zones`.")
+    zone: ZoneId = Field(description="Zone of the GPU nodes; must be one of `zones`.")
     nodes: int = Field(ge=1, le=256, description="GPU nodes the training job uses (trainer.nnodes).")
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs per node (trainer.n_gpus_per_node).")
     gpu_memory_gib: int = Field(ge=8, le=288, description="Memory of one GPU in GiB (used by the memory-fit estimate).")
-    cpus_per_node: int = Field(ge=4, description="vCPUs per GPU node; the Ray pod requests most of them.")
-    memory_gib_per_node: int = Field(ge=16, description="Host memory per GPU node in GiB.")
-    gpu_model: str = Field("", description="Free-text GPU model, shown in the plan and as a node label (e.g. GU8TF, H20).")
+    cpus_per_node: int = Field(ge=4, le=4096, description="vCPUs per GPU node; the Ray pod requests most of them.")
+    memory_gib_per_node: int = Field(ge=16, le=65536, description="Host memory per GPU node in GiB.")
+    gpu_model: ShortText = Field("", description="Free-text GPU model, shown in the plan and as a node label (e.g. GU8TF, H20).")
 
     @model_validator(mode="after")
     def _kind_section(self) -> GpuPoolSettings:
@@ -172,76 +167,75 @@ class GpuPoolSettings(Strict):
 
 
 class SystemPoolSettings(Strict):
-    instance_types: list[str] = Field(
-        default_factory=lambda: ["ecs.g7.2xlarge", "ecs.g8i.2xlarge"], min_length=1,
+    instance_types: list[InstanceType] = Field(
+        default_factory=lambda: ["ecs.g7.2xlarge", "ecs.g8i.2xlarge"], min_length=1, max_length=20,
         description="CPU instance types for controllers, sandboxes, tracking and data jobs.")
     nodes: int = Field(2, ge=1, le=50, description="Nodes in the CPU system pool.")
-    system_disk_gib: int = Field(120, ge=40, description="System disk per system node, GiB.")
-    cpus_per_node: int = Field(8, ge=2, description="vCPUs per system node (for sandbox capacity and the plan).")
-    memory_gib_per_node: int = Field(32, ge=4, description="Memory per system node, GiB.")
+    system_disk_gib: int = Field(120, ge=40, le=2048, description="System disk per system node, GiB.")
+    cpus_per_node: int = Field(8, ge=2, le=4096, description="vCPUs per system node (for sandbox capacity and the plan).")
+    memory_gib_per_node: int = Field(32, ge=4, le=65536, description="Memory per system node, GiB.")
 
 
 # --------------------------------------------------------------------------------------------- storage
 class StorageSettings(Strict):
     mode: Literal["new", "existing"] = Field("new", description="`new` creates the bucket; `existing` uses `bucket_name` as is.")
-    bucket_name: str = Field(description="OSS bucket for datasets, models and checkpoints (globally unique).")
+    bucket_name: BucketName = Field(description="OSS bucket for datasets, models and checkpoints (globally unique).")
     keep_on_destroy: bool = Field(
         True, description="Keep the bucket and its checkpoints on `pulumi destroy` (retain_on_delete + protect).")
     versioning: bool = Field(True, description="Enable object versioning on a new bucket.")
     sse_algorithm: Literal["AES256", "KMS"] = Field("AES256", description="Server-side encryption of a new bucket.")
-    kms_key_id: str | None = Field(None, description="KMS key id when sse_algorithm=KMS (empty = OSS-managed KMS key).")
+    kms_key_id: CloudId | None = Field(None, description="KMS key id when sse_algorithm=KMS (empty = OSS-managed KMS key).")
     auth: Literal["rrsa", "access_key"] = Field(
         "rrsa", description="How pods reach OSS. `access_key` uses the ossAccessKeyId/Secret secret config as a fallback.")
-    datasets_prefix: str = Field("datasets/", description="Key prefix of processed datasets.")
-    models_prefix: str = Field("models/", description="Key prefix of staged model weights.")
-    checkpoints_prefix: str = Field("checkpoints/", description="Key prefix of training checkpoints.")
-    kept_prefix: str = Field("kept/", description="Key prefix teardown copies the latest checkpoint to.")
-    tracking_prefix: str = Field("mlflow/", description="Key prefix of MLflow artifacts.")
-    scratch_prefix: str = Field("scratch/", description="Key prefix for temporary files, expired by a lifecycle rule.")
-    scratch_expire_days: int = Field(7, ge=1, description="Days before objects under scratch_prefix expire.")
-    abort_multipart_days: int = Field(3, ge=1, description="Days before incomplete multipart uploads are aborted.")
+    datasets_prefix: KeyPrefix = Field("datasets/", description="Key prefix of processed datasets.")
+    models_prefix: KeyPrefix = Field("models/", description="Key prefix of staged model weights.")
+    checkpoints_prefix: KeyPrefix = Field("checkpoints/", description="Key prefix of training checkpoints.")
+    kept_prefix: KeyPrefix = Field("kept/", description="Key prefix teardown copies the latest checkpoint to.")
+    tracking_prefix: KeyPrefix = Field("mlflow/", description="Key prefix of MLflow artifacts.")
+    scratch_prefix: KeyPrefix = Field("scratch/", description="Key prefix for temporary files, expired by a lifecycle rule.")
+    scratch_expire_days: int = Field(7, ge=1, le=3650, description="Days before objects under scratch_prefix expire.")
+    abort_multipart_days: int = Field(3, ge=1, le=3650, description="Days before incomplete multipart uploads are aborted.")
     noncurrent_expire_days: int = Field(
-        30, ge=1, description="Days a replaced or deleted object version is kept when versioning is on; then it "
+        30, ge=1, le=3650, description="Days a replaced or deleted object version is kept when versioning is on; then it "
         "expires, so deleted checkpoints stop billing.")
     volume_capacity_gib: int = Field(
-        1024, ge=1, description="Nominal capacity of the OSS PersistentVolumes (OSS does not enforce it).")
-
-    @field_validator("bucket_name")
-    @classmethod
-    def _bucket(cls, v: str) -> str:
-        if not BUCKET_NAME.fullmatch(v) or "--" in v:
-            raise ValueError(
-                f"{v!r} is not a valid OSS bucket name: 3-63 characters, lowercase letters, digits and single "
-                "hyphens, starting and ending with a letter or digit")
-        return v
-
-    @field_validator("datasets_prefix", "models_prefix", "checkpoints_prefix", "kept_prefix",
-                     "tracking_prefix", "scratch_prefix")
-    @classmethod
-    def _prefix(cls, v: str) -> str:
-        if not re.fullmatch(r"([a-z0-9][a-z0-9._-]*/)+", v):
-            raise ValueError(f"{v!r} must be a key prefix like 'checkpoints/' (lowercase, ends with '/', no leading '/')")
-        return v
+        1024, ge=1, le=1048576, description="Nominal capacity of the OSS PersistentVolumes (OSS does not enforce it).")
+    require_https: bool = Field(
+        True, description="A new bucket's policy denies every request not made over HTTPS (acs:SecureTransport), and "
+        "the OSS volumes mount over https:// (the CSI driver would use http:// for the internal endpoint).")
+    vpc_only: bool = Field(
+        False, description="A new bucket's policy also denies object reads, writes and deletes from outside the "
+        "cluster's VPC (acs:SourceVpc), the bucket owner included: teardown.py and uploads from a laptop then fail. "
+        "Bucket management (Pulumi) is not affected.")
+    access_logging: bool = Field(
+        True, description="Write a new bucket's access logs (who read or deleted which checkpoint) into the bucket "
+        "itself under access_log_prefix.")
+    access_log_prefix: KeyPrefix = Field("access-logs/", description="Key prefix of the bucket's access logs.")
+    access_log_expire_days: int = Field(
+        90, ge=1, le=3650, description="Days before access log objects expire (a lifecycle rule), so logs stop billing.")
 
     @model_validator(mode="after")
     def _distinct(self) -> StorageSettings:
         prefixes = [self.datasets_prefix, self.models_prefix, self.checkpoints_prefix, self.kept_prefix,
-                    self.tracking_prefix, self.scratch_prefix]
+                    self.tracking_prefix, self.scratch_prefix, self.access_log_prefix]
         for a in prefixes:
             for b in prefixes:
                 if a is not b and b.startswith(a):
                     raise ValueError(f"prefix {b!r} lies inside {a!r}; give each kind of data its own top-level prefix")
         if self.kms_key_id and self.sse_algorithm != "KMS":
             raise ValueError("kms_key_id is set but sse_algorithm is AES256; set sse_algorithm: KMS")
+        if self.vpc_only and self.mode == "existing":
+            raise ValueError("vpc_only writes the policy of a bucket this stack creates; an existing bucket is never "
+                             "touched: set its policy yourself or use storage.mode: new")
         return self
 
 
 
 
 class AddonSetting(Strict):
-    name: str = Field("", description="ACK add-on API name (check with cs.get_kubernetes_addons). Empty = the "
+    name: Dns1123LabelOrEmpty = Field("", description="ACK add-on API name (check with cs.get_kubernetes_addons). Empty = the "
                       "built-in name of the role, so a stack may override only `version`.")
-    version: str | None = Field(None, description="Add-on version; empty = the version ACK installs by default.")
+    version: AddonVersion | None = Field(None, description="Add-on version; empty = the version ACK installs by default.")
     enabled: bool = Field(
         True, description="Install this add-on. Only the optional roles (monitoring, node_problem_detector) may be "
         "turned off; the others are needed by the program.")
@@ -261,23 +255,54 @@ DEFAULT_ADDONS: dict[str, str] = {
     "node_problem_detector": "ack-node-problem-detector",
     "pod_identity": "ack-pod-identity-webhook",
     "monitoring": "arms-prometheus",
+    # Lingjun stacks only: exposes the RDMA NICs as `rdma/hca` (https://help.aliyun.com/zh/ack/product-overview/ack-rdma-device-plugin).
+    "rdma": "ack-rdma-device-plugin",
 }
 OPTIONAL_ADDONS = ("monitoring", "node_problem_detector")
+# Minimum add-on versions ACK requires for a Lingjun node pool, by add-on name (docs/facts.md §4:
+# https://www.alibabacloud.com/help/zh/ack/ack-managed-and-ack-dedicated/user-guide/create-and-manage-a-lingjun-node-pool).
+# Kube Scheduler v1.31 follows the cluster version (root.py refuses a Lingjun stack below 1.31); the program installs
+# no scheduler add-on of its own. `managed-csiprovisioner` (the default) is versioned by ACK; the floor is for the
+# self-managed `csi-provisioner` a stack may name instead.
+LINGJUN_MIN_ADDON_VERSIONS: dict[str, str] = {
+    "terway-eniip": "1.16.8",
+    "csi-plugin": "1.32.2",
+    "csi-provisioner": "1.32.2",
+    "ack-pod-identity-webhook": "0.2.1",
+}
+LINGJUN_NODE_POOL_DOC = ("https://www.alibabacloud.com/help/zh/ack/ack-managed-and-ack-dedicated/user-guide/"
+                         "create-and-manage-a-lingjun-node-pool")
+
+
+def addon_version_tuple(version: str) -> tuple[int, ...]:
+    """The numeric part of an add-on version (v1.16.8-aliyun.1 -> (1, 16, 8)), zero-padded to four parts."""
+    digits = re.match(r"v?([0-9]+(?:\.[0-9]+)*)", version)
+    parts = [int(x) for x in digits.group(1).split(".")] if digits else [0]
+    return tuple((parts + [0, 0, 0, 0])[:4])
 
 
 class SandboxManagerAddonKeys(Strict):
-    """Where the sandbox manager add-on's `config` JSON takes each value. The ACK console names the parameters
-    className, domain and adminApiKey (tutorial); their nesting in the API config is UNVERIFIED: read
-    `cs.get_kubernetes_addon_metadata(cluster_id, name, version).config_schema` and set dotted paths here
-    (e.g. `sandboxManager.domain`)."""
+    """Where the sandbox manager add-on's `config` JSON takes each value, as dotted paths (nested objects).
 
-    domain: str = Field("domain", description="Dotted path of the E2B domain in the add-on config.")
-    ingress_class: str = Field("className", description="Dotted path of the ingress class (alb) in the add-on config.")
-    admin_api_key: str = Field("adminApiKey", description="Dotted path of the admin API key (secret) in the add-on config.")
+    Alibaba publishes no config schema for `ack-sandbox-manager`. The defaults are the upstream chart's keys
+    (openkruise/charts@38153b09:versions/kruise-agents-sandbox-manager/0.2.0/values.yaml, kept verbatim in
+    tests/data/charts/: `e2b.domain`, `e2b.adminApiKey`, `ingress.className`), which is also what a public stack
+    that deployed v0.6.6 sends (MahaoAlex/onyxclaw@68852478:iac/alicloud-acs/main.tf; third-party, docs/facts.md
+    §1). Confirm per cluster with `cs.get_kubernetes_addon_metadata(cluster_id, name, version).config_schema`."""
 
-    @field_validator("domain", "ingress_class", "admin_api_key")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*", v):
-            raise ValueError(f"{v!r} is not a dotted key path like sandboxManager.domain")
-        return v
+    domain: DottedKeyPath = Field("e2b.domain", description="Dotted path of the E2B domain in the add-on config "
+                                  "(upstream chart 0.2.0 values.yaml: e2b.domain).")
+    ingress_class: DottedKeyPath = Field("ingress.className", description="Dotted path of the ingress class (alb) in the "
+                                         "add-on config (upstream chart 0.2.0 values.yaml: ingress.className).")
+    admin_api_key: DottedKeyPath = Field("e2b.adminApiKey", description="Dotted path of the admin API key (secret) in the "
+                                         "add-on config (upstream chart 0.2.0 values.yaml: e2b.adminApiKey).")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> SandboxManagerAddonKeys:
+        paths = {"domain": self.domain, "ingress_class": self.ingress_class, "admin_api_key": self.admin_api_key}
+        for a, pa in paths.items():
+            for b, pb in paths.items():
+                if a != b and (pa == pb or pb.startswith(pa + ".")):
+                    raise ValueError(f"versions.sandbox_manager_config_keys.{b} ({pb}) lies at or under {a} ({pa}): "
+                                     "each value needs its own key path in the add-on config")
+        return self

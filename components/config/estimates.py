@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from components.config.types import Strict
+from components.config.types import IsoDate, Strict, mapping
 
 # --------------------------------------------------------------------------------------------- latency
 # Typical creation minutes per kind of resource; offline/report/latency.py maps type tokens to these kinds.
@@ -28,41 +28,51 @@ class LatencySettings(Strict):
         "eip, vpc, load_balancer, certificate, cloud_api, helm_release, k8s_object, k8s_workload, ingress, default). "
         "Keys you give replace the built-in estimates; the rest keep them (docs/latency.md gives each source).")
     hub_download_mbps: float = Field(
-        400, gt=0, description="Model/dataset download rate from the hub, Mbit/s (estimate). Capped by "
+        400, gt=0, le=1e6, description="Model/dataset download rate from the hub, Mbit/s (estimate). Capped by "
         "cluster.network.nat_bandwidth_mbps when this stack creates the NAT gateway.")
-    oss_upload_mbps: float = Field(800, gt=0, description="Upload rate from a pod to OSS (intranet endpoint), Mbit/s (estimate).")
+    oss_upload_mbps: float = Field(
+        800, gt=0, le=1e6, description="Upload rate from a pod to OSS (intranet endpoint), Mbit/s (estimate).")
     oss_read_mbps: float = Field(
-        800, gt=0, description="Rate a GPU node reads the model from the OSS volume at verl start, Mbit/s (estimate).")
+        800, gt=0, le=1e6, description="Rate a GPU node reads the model from the OSS volume at verl start, Mbit/s (estimate).")
     node_pull_mbps: float = Field(
-        1000, gt=0, description="Image pull rate of one node including layer extraction, Mbit/s (estimate). Pulls "
+        1000, gt=0, le=1e6, description="Image pull rate of one node including layer extraction, Mbit/s (estimate). Pulls "
         "from registries outside *.aliyuncs.com go through the NAT and share its bandwidth.")
     training_image_gib: float = Field(
-        25, gt=0, description="Size of the training image to pull, GiB (estimate: verl's vLLM images are 20+ GB; "
+        25, gt=0, le=1024, description="Size of the training image to pull, GiB (estimate: verl's vLLM images are 20+ GB; "
         "check with `docker manifest inspect` or the registry's UI).")
-    dataset_mib: float = Field(10, gt=0, description="Size of the raw dataset the dataset Job downloads, MiB (GSM8K is a few MB).")
+    dataset_mib: float = Field(
+        10, gt=0, le=1e8, description="Size of the raw dataset the dataset Job downloads, MiB (GSM8K is a few MB).")
     job_start_minutes: float = Field(
-        2, ge=0, description="Start of a data Job's pod: scheduling, small image pull, pip install (estimate).")
-    ray_start_minutes: float = Field(2, ge=0, description="Ray head and workers up once the image is on the nodes (estimate).")
+        2, ge=0, le=10080, description="Start of a data Job's pod: scheduling, small image pull, pip install (estimate).")
+    ray_start_minutes: float = Field(
+        2, ge=0, le=10080, description="Ray head and workers up once the image is on the nodes (estimate).")
     job_submit_minutes: float = Field(
-        3, ge=0, description="RayJob submission: submitter start and the job's runtime_env (pip) setup (estimate).")
+        3, ge=0, le=10080, description="RayJob submission: submitter start and the job's runtime_env (pip) setup (estimate).")
+    job_submit_no_pip_minutes: float = Field(
+        0.5, ge=0, le=10080, description="RayJob submission when the runtime_env installs nothing (image.source: built): "
+        "the submitter's `ray job submit` only (estimate).")
+    lazy_pull_fraction: float = Field(
+        0.11, gt=0, le=1, description="Share of the image pull left before the containers start when image.lazy_loading "
+        "is on (ACK's on-demand loading example: a 1.34 GB image's pull phase 36 s -> 4 s; estimate for a 25 GiB image).")
     verl_init_minutes: float = Field(
-        5, ge=0, description="verl start excluding the model read: workers, FSDP wrap, vLLM engine and CUDA graphs "
+        5, ge=0, le=10080, description="verl start excluding the model read: workers, FSDP wrap, vLLM engine and CUDA graphs "
         "(estimate). The model read from OSS (params x 2 bytes / oss_read_mbps) is added on top.")
 
     @field_validator("create_minutes", mode="before")
     @classmethod
     def _merge_minutes(cls, v):
-        unknown = sorted(set(v or {}) - set(DEFAULT_CREATE_MINUTES))
+        given = mapping(v, "latency.create_minutes")
+        unknown = sorted(set(given) - set(DEFAULT_CREATE_MINUTES), key=repr)
         if unknown:
             raise ValueError(f"unknown kind(s) {unknown} in latency.create_minutes; use {sorted(DEFAULT_CREATE_MINUTES)}")
-        return {**DEFAULT_CREATE_MINUTES, **(v or {})}
+        return {**DEFAULT_CREATE_MINUTES, **given}
 
     @field_validator("create_minutes")
     @classmethod
     def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: m for k, m in v.items() if m < 0}
+        bad = {k: m for k, m in v.items() if not 0 <= m <= 10080}
         if bad:
-            raise ValueError(f"latency.create_minutes must be >= 0 minutes; fix {bad}")
+            raise ValueError(f"latency.create_minutes must be 0-10080 minutes (a week); fix {bad}")
         return v
 
 
@@ -98,22 +108,22 @@ class CostSettings(Strict):
         "nat_gateway_hour, eip_hour, eip_egress_gib, alb_hour, alb_lcu_hour, oss_gib_month, disk_gib_month. Keys you "
         "give replace the built-in USD defaults (DEFAULT_PRICES_USD, listed in docs/cost.md: rough list-price "
         "approximations, not quotes); the rest keep them.")
-    prices_taken_on: str | None = Field(
-        None, pattern=r"^\d{4}-\d{2}-\d{2}$",
-        description="Date (YYYY-MM-DD) you read the prices in `prices` from your account's price list.")
-    seconds_per_step: float = Field(600, gt=0, description="Wall time of one training step you expect, seconds.")
-    seconds_per_validation: float = Field(300, ge=0, description="Wall time of one validation pass, seconds.")
-    alb_lcus: float = Field(1.0, ge=0, description="Average ALB capacity units in use (sandbox traffic is light).")
-    egress_gib: float = Field(1.0, ge=0, description="Outbound internet traffic of one run through the NAT EIP, GiB.")
+    prices_taken_on: IsoDate | None = Field(
+        None, description="Date (YYYY-MM-DD) you read the prices in `prices` from your account's price list.")
+    seconds_per_step: float = Field(600, gt=0, le=604800, description="Wall time of one training step you expect, seconds.")
+    seconds_per_validation: float = Field(300, ge=0, le=604800, description="Wall time of one validation pass, seconds.")
+    alb_lcus: float = Field(1.0, ge=0, le=1e4, description="Average ALB capacity units in use (sandbox traffic is light).")
+    egress_gib: float = Field(1.0, ge=0, le=1e8, description="Outbound internet traffic of one run through the NAT EIP, GiB.")
     scale_down_minutes: float = Field(
-        10, ge=0, description="Minutes an idle autoscaled ECS node lives before scale-down (cluster-autoscaler "
+        10, ge=0, le=10080, description="Minutes an idle autoscaled ECS node lives before scale-down (cluster-autoscaler "
         "--scale-down-unneeded-time default 10m).")
 
     @field_validator("prices", mode="before")
     @classmethod
     def _merge_prices(cls, v, info):
-        v = dict(v or {})
-        bad = sorted(k for k in v if k not in PRICE_KEYS and not ITEM_PRICE_KEY.fullmatch(k))
+        v = mapping(v, "cost.prices")
+        bad = sorted((k for k in v if not isinstance(k, str) or k not in PRICE_KEYS and not ITEM_PRICE_KEY.fullmatch(k)),
+                     key=repr)
         if bad:
             raise ValueError(f"unknown price key(s) {bad} in cost.prices; use `ecs.<instance type>`, "
                              f"`ack.pro.<spec>` or one of {sorted(PRICE_KEYS)}")
@@ -128,7 +138,7 @@ class CostSettings(Strict):
     @field_validator("prices")
     @classmethod
     def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: p for k, p in v.items() if p < 0}
+        bad = {k: p for k, p in v.items() if not 0 <= p <= 1e6}
         if bad:
-            raise ValueError(f"prices must be >= 0; fix {bad}")
+            raise ValueError(f"prices must be 0-1000000 per unit; fix {bad}")
         return v

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -28,14 +30,59 @@ class SettingsError(Exception):
         super().__init__("invalid verl-ack settings:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+# What YAML turned an unquoted value into, for the messages of a type mismatch.
+_YAML_TYPES = {bool: "a bool (true/false/yes/no/on/off)", int: "a number", float: "a number",
+               datetime.date: "a date", datetime.datetime: "a timestamp", bytes: "!!binary data", set: "a !!set",
+               type(None): "empty (null)", list: "a list", dict: "a mapping"}
+# The fix for each kind of pydantic error that carries no rule-specific message of its own.
+_REMEDIES = {
+    "int_type": "write a whole number such as 8, without quotes or a decimal point",
+    "float_type": "write a number such as 0.5",
+    "bool_type": "write true or false",
+    "list_type": "write a list, e.g. [a, b] or one '- item' line per entry",
+    "dict_type": "write a mapping: one 'key: value' line per entry",
+    "model_type": "write a mapping: one 'key: value' line per setting of this section",
+    "finite_number": "write a finite number (.inf and .nan are not values here)",
+    "missing": "add it (stacks/stack.schema.json describes every setting)",
+    "literal_error": "use one of the listed values",
+    "enum": "use one of the listed values",
+    "greater_than": "raise the value", "greater_than_equal": "raise the value",
+    "less_than": "lower the value", "less_than_equal": "lower the value",
+    "too_short": "add entries", "too_long": "remove entries",
+    "string_too_short": "give a longer value", "string_too_long": "shorten the value",
+    "recursion_loop": "remove the YAML alias that refers to itself",
+}
+
+
+def _what(value: Any) -> str:
+    for kind, text in _YAML_TYPES.items():
+        if type(value) is kind:
+            return text
+    return f"a {type(value).__name__}"
+
+
+def _message(e: dict) -> str:
+    kind, msg = e["type"], e["msg"].removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        return "unknown setting (check the spelling against stacks/stack.schema.json)"
+    if kind == "string_type":
+        got = e.get("input")
+        if isinstance(got, (bool, int, float, datetime.date)):
+            return (f"expected text but YAML read {_what(got)} here; quote the value (e.g. \"{got}\") if you mean the "
+                    "text")
+        return f"expected text, got {_what(got)}; write a plain or quoted string"
+    if kind in _REMEDIES:
+        got = e.get("input")
+        seen = f" (got {_what(got)})" if kind.endswith("_type") else ""
+        return f"{msg}{seen}; {_REMEDIES[kind]}"
+    return msg
+
+
 def _pydantic_problems(err: ValidationError) -> list[Problem]:
     out = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "settings"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown setting (check the spelling against stacks/stack.schema.json)"
-        out.append(Problem(field=loc, message=msg))
+        out.append(Problem(field=loc, message=_message(e)))
     return out
 
 
@@ -43,7 +90,11 @@ def validate_settings(raw: dict) -> Settings:
     """Validate raw settings field by field; raise SettingsError listing every problem.
 
     The GPU-layout rules need the model presets and run after this (`components.model.parse_settings`)."""
+    if not isinstance(raw, dict):
+        raise SettingsError([Problem(field=SETTINGS_KEY, message=f"must be a mapping of settings, not {_what(raw)}; "
+                                     "write `name: ...`, `region: ...` lines under it")])
     try:
+        check_document(raw, SETTINGS_KEY)
         return Settings.model_validate(raw)
     except ValidationError as err:
         raise SettingsError(_pydantic_problems(err)) from None
@@ -56,13 +107,88 @@ def stack_file(name_or_path: str | Path) -> Path:
     return STACKS_DIR / f"Pulumi.{name_or_path}.yaml"
 
 
+# A stack file is a few hundred values; anything far larger is an alias bomb ("billion laughs") or a mistake.
+MAX_VALUES = 100_000
+MAX_DEPTH = 64
+
+
+def check_document(doc: Any, where: str) -> None:
+    """Refuse a YAML document whose aliases make it cyclic, too deep or too large once expanded: the settings
+    model, json.dumps and Pulumi's config would recurse without end or expand every alias."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: Any, depth: int) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in open_:
+            raise SettingsError([Problem(field=where, message="a YAML alias refers to a value that contains it (a "
+                                         "cycle); replace the alias with the value it should have")])
+        if key in sizes:
+            return sizes[key]
+        if depth > MAX_DEPTH:
+            raise SettingsError([Problem(field=where, message=f"values nest deeper than {MAX_DEPTH} levels; a stack "
+                                         "file needs a handful, so flatten it")])
+        open_.add(key)
+        children = list(node.items()) if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            parts = child if isinstance(node, dict) else (child,)
+            for part in parts:
+                total += size(part, depth + 1)
+                if total > MAX_VALUES:
+                    raise SettingsError([Problem(field=where, message=f"expands to more than {MAX_VALUES} values "
+                                                 "(YAML aliases repeated inside aliases?); write the values out once")])
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    size(doc, 0)
+
+
 def read_stack_config(name_or_path: str | Path) -> dict:
-    """The `config:` map of a stack file (secure values stay encrypted dicts)."""
+    """The `config:` map of a stack file (secure values stay encrypted dicts).
+
+    A file that is not UTF-8, not YAML, not a mapping, cyclic or an alias bomb raises SettingsError naming the
+    file (and line) and the fix; a missing file raises FileNotFoundError."""
     path = stack_file(name_or_path)
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path}; stacks are stacks/Pulumi.<name>.yaml")
-    doc = yaml.safe_load(path.read_text()) or {}
-    return doc.get("config") or {}
+    where = path.name
+
+    def refuse(message: str, field: str = where) -> SettingsError:
+        return SettingsError([Problem(field=field, message=message)])
+
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise refuse(f"is not UTF-8 text (byte {err.start}); save the file as UTF-8") from None
+    except OSError as err:
+        raise refuse(f"cannot be read ({err.strerror or err}); give a readable stack file") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise refuse(f"is not valid YAML{at}: {getattr(err, 'problem', None) or err}; fix the syntax") from None
+    except RecursionError:
+        raise refuse(f"is not valid YAML: values nest deeper than {MAX_DEPTH} levels; flatten them") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise refuse(f"must be a YAML mapping with a `config:` key, not {_what(doc)}; start it with `config:`")
+    config = doc.get("config")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise refuse(f"must be a mapping of config keys, not {_what(config)}; write `{SETTINGS_KEY}:` under it",
+                     f"{where}: config")
+    check_document(config, f"{where}: config")
+    bad_keys = [k for k in config if not isinstance(k, str)]
+    if bad_keys:
+        raise refuse(f"has the non-text key(s) {bad_keys!r}; config keys look like {SETTINGS_KEY}", f"{where}: config")
+    return config
 
 
 def raw_settings(name_or_path: str | Path) -> dict:

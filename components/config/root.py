@@ -3,26 +3,54 @@
 from __future__ import annotations
 
 import re
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from components.config.cloud import ClusterSettings, GpuPoolSettings, StorageSettings, SystemPoolSettings
+from components.config.cloud import (
+    GPU_NODE_RESERVED_MEMORY_GIB,
+    LINGJUN_MIN_ADDON_VERSIONS,
+    LINGJUN_NODE_POOL_DOC,
+    ClusterSettings,
+    GpuPoolSettings,
+    StorageSettings,
+    SystemPoolSettings,
+    addon_version_tuple,
+)
 from components.config.estimates import CostSettings, LatencySettings
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.sandbox import SandboxSettings
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
-from components.config.types import REGION, Strict
+from components.config.types import EnvironmentName, RegionId, Strict, TagKey, TagValue, ZoneId
+
+# Images of verl's Docker Hub repository carry one rollout engine each: verlai/verl:vllmNNN.* vLLM, :sglNNN.* SGLang.
+VERL_IMAGE_ENGINE = re.compile(r"verlai/verl:(vllm|sgl)[0-9]")
+# /dev/shm when job.shm_gib is empty (components/workloads/training/rayjob.py shm_gib uses the same numbers).
+SHM_DEFAULT_MAX_GIB = 64
+# A fully qualified stack name, as `pulumi.StackReference` takes it: <organization>/<project>/<stack>.
+PLATFORM_STACK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+StackKind = Literal["single", "platform", "experiment"]
 
 
 # --------------------------------------------------------------------------------------------- root
 class Settings(Strict):
-    name: str = Field(description="Short name of this environment; prefixes cloud resource names (e.g. verl-dev).")
-    region: str = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
-    zones: list[str] = Field(min_length=1, description="Zones of the node vSwitches; the GPU zone first is usual.")
-    tags: dict[str, str] = Field(default_factory=dict, description="Extra cost tags on every taggable cloud resource.")
+    kind: StackKind = Field(
+        "single", description="What this stack builds. `single`: everything in one stack (cluster to RayJob). `platform`: "
+        "the long-lived part (network, cluster, system pool, add-ons, bucket, RRSA, ALB/TLS, sandboxes + MCP, MLflow, "
+        "registry) and its exports. `experiment`: one training run on a platform (GPU pool, data staging, its RAM "
+        "roles and namespace, verl configs, RayJob), reading every platform value through a StackReference "
+        "(docs/stacks.md).")
+    platform_stack: str | None = Field(
+        None, description="kind=experiment only: the platform stack's fully qualified name <organization>/<project>/"
+        "<stack> (e.g. organization/verl-ack/dev-platform), read with pulumi.StackReference.")
+    name: EnvironmentName = Field(description="Short name of this environment; prefixes cloud resource names (e.g. verl-dev).")
+    region: RegionId = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
+    zones: list[ZoneId] = Field(
+        min_length=1, max_length=16, description="Zones of the node vSwitches; the GPU zone first is usual.")
+    tags: dict[TagKey, TagValue] = Field(default_factory=dict, description="Extra cost tags on every taggable cloud resource.")
     ttl_hours: int | None = Field(
-        None, ge=1, description="Hours after the last deploy when the scheduled teardown may destroy this stack.")
+        None, ge=1, le=87600, description="Hours after the last deploy when the scheduled teardown may destroy this stack.")
     deploy_on_merge: bool = Field(False, description="`pulumi up` this stack when a PR touching it merges to main.")
     cluster: ClusterSettings = Field(default_factory=ClusterSettings, description="ACK cluster.")
     gpu_pool: GpuPoolSettings = Field(description="GPU node pool the training job runs on.")
@@ -42,19 +70,41 @@ class Settings(Strict):
     cost: CostSettings = Field(
         default_factory=CostSettings, description="Prices and run assumptions of the cost ESTIMATE (offline/report/cost.py).")
 
-    @field_validator("name")
+    @model_validator(mode="before")
     @classmethod
-    def _name(cls, v: str) -> str:
-        if not re.fullmatch(r"[a-z][a-z0-9-]{1,22}[a-z0-9]", v):
-            raise ValueError(f"{v!r} must be 3-24 lowercase letters, digits or '-', starting with a letter")
-        return v
+    def _split_stack_defaults(cls, data: Any) -> Any:
+        """Platform and experiment stacks run the built image (no pip install at job start) from the in-region
+        registry unless the stack says otherwise (`image.source: official` opts out)."""
+        if isinstance(data, dict) and data.get("kind") in ("platform", "experiment"):
+            image = data.get("image")
+            if image is None or isinstance(image, dict) and "source" not in image:
+                data = {**data, "image": {**(image or {}), "source": "built"}}
+        return data
 
-    @field_validator("region")
-    @classmethod
-    def _region(cls, v: str) -> str:
-        if not REGION.fullmatch(v):
-            raise ValueError(f"{v!r} is not an Alibaba Cloud region id like ap-southeast-1 or cn-hangzhou")
-        return v
+    @model_validator(mode="after")
+    def _stack_kind(self) -> Settings:
+        """Rules of the platform/experiment split (components/platform.py, components/experiment.py)."""
+        if self.kind == "experiment":
+            if not self.platform_stack:
+                raise ValueError("kind=experiment needs platform_stack: the platform stack's fully qualified name "
+                                 "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
+            if not PLATFORM_STACK.fullmatch(self.platform_stack):
+                raise ValueError(f"platform_stack {self.platform_stack!r} is not a fully qualified stack name: write "
+                                 "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
+        elif self.platform_stack is not None:
+            raise ValueError(f"platform_stack is read only by kind=experiment (this stack is kind={self.kind}); remove "
+                             "it or set kind: experiment")
+        if self.kind == "experiment" and self.sandbox.domain:
+            raise ValueError("sandbox.domain belongs to the platform stack (its ALB and certificate); an experiment "
+                             "reads the platform's MCP URL instead: remove sandbox.domain and sandbox.dns_zone here")
+        if self.kind != "single" and self.storage.auth != "rrsa":
+            raise ValueError(f"kind={self.kind} needs storage.auth: rrsa: an experiment's pods reach the platform's "
+                             "bucket through their own RRSA roles, and no AccessKey Secret crosses stacks")
+        if self.kind == "platform" and self.image.source == "built" and not self.image.digest:
+            raise ValueError("kind=platform with image.source=built needs image.digest (sha256:...): experiments run "
+                             "the image the platform exports, pinned by digest so a re-pushed tag cannot change it; "
+                             "copy it from the image workflow's output")
+        return self
 
     @model_validator(mode="after")
     def _cross(self) -> Settings:
@@ -77,7 +127,16 @@ class Settings(Strict):
                 raise ValueError(
                     f"cluster.kubernetes_version {self.cluster.kubernetes_version} is too old for a Lingjun node pool "
                     "(ACK requires >= 1.31); pick 1.31 or newer or leave it empty for the newest")
-        if self.sandbox.enabled and self.sandbox.domain is None and self.sandbox.manager == "ack-addon":
+            for role, addon in self.versions.addons.items():
+                floor = LINGJUN_MIN_ADDON_VERSIONS.get(addon.name)
+                if floor and addon.version and addon_version_tuple(addon.version) < addon_version_tuple(floor):
+                    raise ValueError(
+                        f"versions.addons.{role}.version {addon.version} is below v{floor}, the oldest {addon.name} ACK "
+                        f"supports with Lingjun node pools ({LINGJUN_NODE_POOL_DOC}); pin v{floor} or newer, or leave "
+                        "the version empty for the one ACK installs")
+        # An experiment uses its platform's sandboxes (the MCP URL it reads); the domain is the platform's.
+        if (self.sandbox.enabled and self.sandbox.domain is None and self.sandbox.manager == "ack-addon"
+                and self.kind != "experiment"):
             raise ValueError(
                 "sandbox.manager=ack-addon needs sandbox.domain: the ACK sandbox manager add-on serves the E2B API on "
                 "that domain through the ALB; set a domain or use manager: open-source")
@@ -89,10 +148,10 @@ class Settings(Strict):
             raise ValueError(
                 f"job.pre_running_deadline_seconds needs KubeRay >= 1.6.0 (versions.kuberay is {self.versions.kuberay}); "
                 "remove it or upgrade KubeRay")
-        if not self.tracking.enabled and ("mlflow" in self.training.logger or self.training.trace_backend == "mlflow"):
+        if not self.tracking.enabled and "mlflow" in self.training.logger:
             raise ValueError(
-                "training.logger/trace_backend use mlflow but tracking.enabled is false: verl would log to a pod-local "
-                "sqlite file that is deleted with the Ray cluster; enable tracking or drop mlflow from both")
+                "training.logger uses mlflow but tracking.enabled is false: verl would log to a pod-local sqlite file "
+                "that is deleted with the Ray cluster; enable tracking or drop mlflow from training.logger")
         return self
 
     @model_validator(mode="after")
@@ -122,7 +181,50 @@ class Settings(Strict):
         if len(self.tags) > 7:
             raise ValueError(f"tags has {len(self.tags)} entries; OSS buckets take at most 10 tags and project, stack "
                              "and environment use 3, so give at most 7")
+        sb = self.sandbox
+        if sb.dedicated_pool is not None and not sb.enabled:
+            raise ValueError("sandbox.dedicated_pool is set but sandbox.enabled is false: its nodes would bill for "
+                             "nothing; remove dedicated_pool or enable the sandboxes")
+        if sb.runtime_class == "runv" and sb.dedicated_pool is None and self.cluster.mode == "new":
+            raise ValueError("sandbox.runtime_class runv needs nodes running ACK Sandboxed-Container and a new "
+                             "cluster has none: add sandbox.dedicated_pool with runtime_name: Sandboxed-Container.runv")
         return self
+
+    @model_validator(mode="after")
+    def _gpu_pod(self) -> Settings:
+        """Rules the RayJob builder would otherwise find only after validation (components/workloads/training)."""
+        pod_gib = self.gpu_pool.memory_gib_per_node - GPU_NODE_RESERVED_MEMORY_GIB
+        if self.job.shm_gib is not None and self.job.shm_gib >= pod_gib:
+            raise ValueError(
+                f"job.shm_gib {self.job.shm_gib}: /dev/shm is memory-backed and counts against the Ray pod's {pod_gib} "
+                f"GiB (gpu_pool.memory_gib_per_node less {GPU_NODE_RESERVED_MEMORY_GIB} for node daemons); use at most "
+                f"{max(1, pod_gib // 2)} or leave it empty for a quarter of the pod")
+        if self.job.shm_gib is None and max(1, min(SHM_DEFAULT_MAX_GIB, pod_gib // 4)) >= pod_gib:
+            raise ValueError(
+                f"gpu_pool.memory_gib_per_node {self.gpu_pool.memory_gib_per_node} leaves the Ray pod {pod_gib} GiB after "
+                f"{GPU_NODE_RESERVED_MEMORY_GIB} GiB for node daemons, too little for its /dev/shm; give the node's real "
+                "memory (GPU nodes have hundreds of GiB)")
+        shipped = VERL_IMAGE_ENGINE.match(self.versions.verl_image)
+        engine = self.training.rollout_engine
+        if self.image.source == "official" and shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
+            raise ValueError(
+                f"training.rollout_engine {engine} does not run on versions.verl_image {self.versions.verl_image}, "
+                f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl "
+                "image (vllmNNN.* or sglNNN.*) or change the engine")
+        return self
+
+    def warnings(self) -> list[tuple[str, str]]:
+        """(field, message) for what validation cannot decide: defaults no public source confirms, and facts about
+        the user's cloud account the program cannot read. The Pulumi program prints them (pulumi.log.warn)."""
+        out = list(self.versions.unverified())
+        img = self.image
+        # An experiment pulls the image its platform exports; its own registry settings are not used.
+        if img.source == "built" and img.registry == "personal" and img.credential_helper and self.kind != "experiment":
+            out.append(("image.registry", "the ACR credential helper pulls from ACR Personal Edition instances created on "
+                        "or before 2024-09-08 only (and from Enterprise Edition); on a newer Personal instance the GPU "
+                        "nodes cannot pull the built image. Check the instance's creation date in the ACR console, or "
+                        "use registry: enterprise (docs/facts.md §5)"))
+        return out
 
     def cloud_tags(self, stack: str) -> dict[str, str]:
         """Cost tags every taggable cloud resource carries."""

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from components.config.types import DNS1035, DNS1123_LABEL, LABEL_KEY, LABEL_VALUE, CpuQuantity, MemoryQuantity, Port, Strict
+from components.config.security import AlbTlsPolicy, SandboxPoolSettings, Uid
+from components.config.types import (
+    CasCertificateId,
+    Cidr,
+    CpuQuantity,
+    Dns1035Label,
+    Dns1123Label,
+    DomainName,
+    LabelKey,
+    LabelValue,
+    MemoryQuantity,
+    Port,
+    Strict,
+    UrlPath,
+)
 
 
 # --------------------------------------------------------------------------------------------- sandbox
@@ -15,19 +28,12 @@ class TlsSettings(Strict):
     source: Literal["upload", "certificate_id"] = Field(
         "upload", description="`upload` sends tlsCertificate/tlsPrivateKey secret config to Certificate Management; "
         "`certificate_id` uses a certificate already there.")
-    certificate_id: str | None = Field(None, description="Certificate Management (CAS) cert id when source=certificate_id.")
+    certificate_id: CasCertificateId | None = Field(
+        None, description="Certificate Management (CAS) cert id when source=certificate_id.")
     certificate_id_suffix: Literal["cn-hangzhou", "ap-southeast-1"] | None = Field(
         None, description="Suffix the AlbConfig appends to the CAS cert id: `cn-hangzhou` for certificates in the "
         "Chinese-mainland CAS site, `ap-southeast-1` outside it. Empty = derived from `region` (cn-* except "
         "cn-hongkong -> cn-hangzhou, else ap-southeast-1).")
-
-    @field_validator("certificate_id")
-    @classmethod
-    def _cert_id(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"\d{1,20}", v):
-            raise ValueError(f"{v!r} is not a CAS certificate id: digits only, without a -cn-hangzhou style suffix "
-                             "(certificate_id_suffix adds it)")
-        return v
 
     @model_validator(mode="after")
     def _id(self) -> TlsSettings:
@@ -41,19 +47,20 @@ class SandboxSettings(Strict):
     manager: Literal["ack-addon", "open-source"] = Field(
         "ack-addon", description="`ack-addon` installs ack-agent-sandbox-controller + the sandbox manager add-on; "
         "`open-source` deploys an OpenKruise Agents sandbox manager built with MCP support.")
-    namespace: str = Field("sandbox-system", description="Namespace of the sandbox manager and the SandboxSet.")
-    domain: str | None = Field(
+    namespace: Dns1123Label = Field("sandbox-system", description="Namespace of the sandbox manager and the SandboxSet.")
+    domain: DomainName | None = Field(
         None, description="E2B domain (api.<domain>, *.<domain>) served by the ALB with TLS. Required with manager "
         "ack-addon (the add-on serves the E2B API there); not allowed otherwise (open-source: in-cluster MCP only).")
-    dns_zone: str | None = Field(
+    dns_zone: DomainName | None = Field(
         None, description="Alibaba Cloud DNS zone that holds `domain` (e.g. example.com); adds the wildcard record.")
     tls: TlsSettings = Field(default_factory=TlsSettings, description="Certificate for the sandbox domain.")
-    template_name: str = Field("code-interpreter", description="SandboxSet name = the E2B template the MCP server claims from.")
+    template_name: Dns1123Label = Field(
+        "code-interpreter", description="SandboxSet name = the E2B template the MCP server claims from.")
     mcp_port: Port = Field(
         18082, description="Sandbox manager MCP port. ACK's image uses 18082 (tutorial), open-source PR #165 uses 8082.")
-    mcp_path: str = Field("/mcp", description="HTTP path of the MCP Streamable-HTTP endpoint.")
-    service_name: str = Field("sandbox-mcp", description="In-cluster Service name the training job reaches MCP at.")
-    manager_selector: Optional[dict[str, str]] = Field(
+    mcp_path: UrlPath = Field("/mcp", description="HTTP path of the MCP Streamable-HTTP endpoint.")
+    service_name: Dns1035Label = Field("sandbox-mcp", description="In-cluster Service name the training job reaches MCP at.")
+    manager_selector: Optional[dict[LabelKey, LabelValue]] = Field(
         None, description="Pod labels of the sandbox manager (the MCP Service selects them; only they may reach "
         "sandboxes). Empty = the default for `manager`: ack-addon {app.kubernetes.io/name: ack-sandbox-manager, "
         "component: sandbox-manager} (the tutorial's selector without the Helm placeholder "
@@ -65,33 +72,41 @@ class SandboxSettings(Strict):
     manager_cpu: CpuQuantity = Field("1", description="CPU request and limit of the open-source sandbox manager.")
     manager_memory: MemoryQuantity = Field("2Gi", description="Memory request and limit of the open-source sandbox manager.")
     pool_cap: int = Field(
-        24, description="Upper bound on the warm sandbox pool (SandboxSet replicas); size it to what the system pool "
+        24, le=10000, description="Upper bound on the warm sandbox pool (SandboxSet replicas); size it to what the system pool "
         "can hold (the plan warns when it cannot).")
-    pool_min: int = Field(3, ge=0, description="Lower bound on the warm sandbox pool.")
+    pool_min: int = Field(3, ge=0, le=10000, description="Lower bound on the warm sandbox pool.")
     allow_internet: bool = Field(False, description="Let sandboxes reach the public internet (DNS is always allowed).")
     cpu: CpuQuantity = Field("500m", description="CPU request and limit of one sandbox (a Jupyter kernel running short snippets).")
     memory: MemoryQuantity = Field("1Gi", description="Memory request and limit of one sandbox.")
+    run_as_user: Optional[Uid] = Field(
+        None, description="Non-root uid the sandbox containers run as; then the pods meet the restricted Pod "
+        "Security Standard and the namespace enforces it. Empty = the image's user: the code-interpreter image runs "
+        "as root (its server lives under /root and envd-run.sh creates the `user` account at start), so the pods "
+        "keep every restricted control but runAsNonRoot, hold only the capabilities envd needs, and the namespace "
+        "enforces baseline. Set it only with an image built to run as that uid.")
+    runtime_class: Optional[Dns1123Label] = Field(
+        None, description="RuntimeClass of the sandbox pods. Empty = the nodes' default runtime (runC). `runv` is "
+        "ACK Sandboxed-Container (a lightweight VM per pod); it needs nodes with that runtime, e.g. "
+        "dedicated_pool.runtime_name: Sandboxed-Container.runv.")
+    dedicated_pool: Optional[SandboxPoolSettings] = Field(
+        None, description="A tainted node pool only sandboxes run on. Empty = sandboxes share the system pool with "
+        "the controllers, MLflow and the data jobs.")
+    public_api: bool = Field(
+        False, description="Serve the E2B API (sandbox.domain, ack-addon) on an internet ALB. false = an intranet "
+        "ALB, reachable only from the VPC: training needs only the in-cluster MCP Service.")
+    api_allowed_cidrs: list[Cidr] = Field(
+        default_factory=list, max_length=50,
+        description="Source CIDRs the E2B API's ALB listener accepts (an AlbConfig ACL whitelist). Required with "
+        "public_api (write 0.0.0.0/0 to open it to everyone, explicitly); optional for the intranet ALB.")
+    tls_policy: AlbTlsPolicy = Field(
+        "tls_cipher_policy_1_2", description="ALB TLS security policy of the E2B API's HTTPS listener (TLS 1.2 or "
+        "newer only). The listener is HTTPS-only: there is no HTTP listener to downgrade to.")
 
     @field_validator("pool_cap")
     @classmethod
     def _cap(cls, v: int) -> int:
         if v < 1:
             raise ValueError("pool_cap must be at least 1: every run_code_once call needs a warm sandbox")
-        return v
-
-    @field_validator("namespace", "template_name", "service_name")
-    @classmethod
-    def _dns(cls, v: str) -> str:
-        if not DNS1123_LABEL.fullmatch(v) or len(v) > 63:
-            raise ValueError(f"{v!r} is not a DNS-1123 label (lowercase letters, digits, '-', at most 63)")
-        return v
-
-    @field_validator("service_name")
-    @classmethod
-    def _service_name(cls, v: str) -> str:
-        # The API server validates Service names as DNS-1035 labels: a leading digit is refused at apply time.
-        if not DNS1035.fullmatch(v):
-            raise ValueError(f"{v!r} is not a Service name: a DNS-1035 label must start with a letter")
         return v
 
     @field_validator("mcp_port", mode="before")
@@ -101,24 +116,12 @@ class SandboxSettings(Strict):
             raise ValueError(f"mcp_port {v} is not a TCP port: use 1-65535 (18082 for the ACK add-on, 8082 upstream)")
         return v
 
-    @field_validator("mcp_path")
-    @classmethod
-    def _mcp_path(cls, v: str) -> str:
-        if not re.fullmatch(r"/[A-Za-z0-9._~/-]*", v):
-            raise ValueError(f"mcp_path {v!r} must be a URL path starting with '/' (e.g. /mcp)")
-        return v
-
     @field_validator("manager_selector")
     @classmethod
     def _selector(cls, v: Optional[dict[str, str]]) -> Optional[dict[str, str]]:
-        if v is not None:
-            if not v:
-                raise ValueError("manager_selector must not be empty (it would select every pod); leave it unset "
-                                 "for the default of `manager`")
-            for key, value in v.items():
-                if not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
-                    raise ValueError(f"{key}: {value} is not a valid Kubernetes label (key [prefix/]name, value at "
-                                     "most 63 letters, digits, '-', '_' or '.')")
+        if v is not None and not v:
+            raise ValueError("manager_selector must not be empty (it would select every pod); leave it unset "
+                             "for the default of `manager`")
         return v
 
     @model_validator(mode="after")
@@ -129,6 +132,21 @@ class SandboxSettings(Strict):
             raise ValueError("dns_zone is set but domain is empty; set sandbox.domain (a name inside dns_zone)")
         if self.domain and self.dns_zone and not (self.domain == self.dns_zone or self.domain.endswith("." + self.dns_zone)):
             raise ValueError(f"domain {self.domain!r} is not inside dns_zone {self.dns_zone!r}")
+        if self.public_api and not self.domain:
+            raise ValueError("public_api exposes the E2B API on sandbox.domain, which is empty; set domain (manager "
+                             "ack-addon) or leave public_api false")
+        if self.public_api and not self.api_allowed_cidrs:
+            raise ValueError("public_api puts the E2B API on the internet behind one static key; list the sources "
+                             "that may reach it in sandbox.api_allowed_cidrs (0.0.0.0/0 opens it to everyone)")
+        if self.api_allowed_cidrs and not self.domain:
+            raise ValueError("api_allowed_cidrs guards the E2B API on sandbox.domain, which is empty; remove it")
+        if self.runtime_class == "runv" and self.dedicated_pool is not None \
+                and self.dedicated_pool.runtime_name != "Sandboxed-Container.runv":
+            raise ValueError("runtime_class runv needs nodes running ACK Sandboxed-Container: set "
+                             "dedicated_pool.runtime_name: Sandboxed-Container.runv (ECS Bare Metal instance types)")
+        if self.dedicated_pool is not None and self.dedicated_pool.runtime_name and self.runtime_class != "runv":
+            raise ValueError("dedicated_pool.runtime_name Sandboxed-Container.runv runs pods of RuntimeClass runv "
+                             "only; set sandbox.runtime_class: runv")
         if self.manager == "open-source" and self.mcp_path != "/mcp":
             raise ValueError(f"mcp_path {self.mcp_path!r}: the open-source MCP server (PR openkruise/agents#165) "
                              "serves a fixed /mcp path; set mcp_path: /mcp")

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from components.config.types import (
-    DNS1035,
-    DNS1123_LABEL,
-    RAYJOB_NAME_MAX,
+    INT64_MAX,
     CpuQuantity,
+    Dns1123Label,
+    EnvValue,
+    EnvVarName,
+    ExtendedResourceName,
+    HydraName,
     MemoryQuantity,
+    PlainName,
+    RayJobName,
+    ResourceCount,
     StorageClassName,
     StorageClassNameOrEmpty,
     Strict,
@@ -32,20 +37,21 @@ SUPPORTED_DATASETS = ("openai/gsm8k",)
 class DatasetSettings(Strict):
     name: Literal["openai/gsm8k"] = Field(
         "openai/gsm8k", description="Dataset the pipeline preprocesses (only GSM8K is supported).")
-    config: str = Field("main", description="Dataset config name.")
-    train_subset: int = Field(20, ge=1, description="Rows in the small train subset (train<N>.parquet) smoke stacks use.")
-    test_subset: int = Field(100, ge=1, description="Rows in the small test subset (test<N>.parquet).")
+    config: PlainName = Field("main", description="Dataset config name.")
+    train_subset: int = Field(
+        20, ge=1, le=INT64_MAX, description="Rows in the small train subset (train<N>.parquet) smoke stacks use.")
+    test_subset: int = Field(100, ge=1, le=INT64_MAX, description="Rows in the small test subset (test<N>.parquet).")
     use_subsets: bool = Field(True, description="Train on the small subsets (smoke runs) instead of the full splits.")
-    full_train_rows: int = Field(7473, description="Rows in the full GSM8K train split (openai/gsm8k main).")
-    full_test_rows: int = Field(1319, description="Rows in the full GSM8K test split.")
+    full_train_rows: int = Field(7473, ge=1, le=INT64_MAX, description="Rows in the full GSM8K train split (openai/gsm8k main).")
+    full_test_rows: int = Field(1319, ge=1, le=INT64_MAX, description="Rows in the full GSM8K test split.")
     job_cpu: CpuQuantity = Field("2", description="CPU request and limit of the dataset and model staging Jobs.")
     job_memory: MemoryQuantity = Field("8Gi", description="Memory request and limit of the dataset and model staging Jobs.")
     backoff_limit: int = Field(2, ge=0, le=10, description="Pod retries of the dataset and model staging Jobs.")
     active_deadline_seconds: int = Field(
-        7200, ge=60, description="Hard limit on one data Job's run time (a large model download included); "
+        7200, ge=60, le=INT64_MAX, description="Hard limit on one data Job's run time (a large model download included); "
         "`pulumi up` waits this long (plus 5 minutes) for the Jobs to complete.")
     ttl_seconds_after_finished: int = Field(
-        86400, ge=0,
+        86400, ge=0, le=2**31 - 1,
         description="Seconds a finished data Job (and its pod and logs) stays before Kubernetes deletes it.")
     staging_storage_class: StorageClassName = Field(
         "alicloud-disk-topology-alltype", description="StorageClass of the scratch disk the model staging Job "
@@ -76,65 +82,77 @@ class ModelSettings(Strict):
         "qwen2.5-3b-instruct", description="Model preset (architecture facts and default parallelism).")
     source: Literal["huggingface", "modelscope"] = Field(
         "huggingface", description="Hub the model staging job downloads from (ModelScope is faster in mainland regions).")
-    rollout_tp: int | None = Field(None, ge=1, description="Override: vLLM tensor parallel size.")
+    rollout_tp: int | None = Field(None, ge=1, le=4096, description="Override: vLLM tensor parallel size.")
     actor_param_offload: bool | None = Field(None, description="Override: FSDP actor parameter offload.")
     actor_optimizer_offload: bool | None = Field(None, description="Override: FSDP actor optimizer offload.")
     ref_param_offload: bool | None = Field(None, description="Override: reference policy parameter offload.")
     gpu_memory_utilization: float | None = Field(None, gt=0, lt=1, description="Override: vLLM gpu_memory_utilization.")
-    ppo_micro_batch_size_per_gpu: int | None = Field(None, ge=1, description="Override: actor micro batch per GPU.")
-    log_prob_micro_batch_size_per_gpu: int | None = Field(None, ge=1, description="Override: log-prob micro batch per GPU.")
+    ppo_micro_batch_size_per_gpu: int | None = Field(None, ge=1, le=1 << 20, description="Override: actor micro batch per GPU.")
+    log_prob_micro_batch_size_per_gpu: int | None = Field(
+        None, ge=1, le=1 << 20, description="Override: log-prob micro batch per GPU.")
 
 
 # --------------------------------------------------------------------------------------------- training
 class TrainingSettings(Strict):
     algorithm: Literal["grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "grpo_passk", "gpg"] = Field(
         "grpo", description="verl algorithm.adv_estimator.")
-    train_batch_size: int = Field(16, ge=1, description="Prompts per step (data.train_batch_size).")
-    ppo_mini_batch_size: int = Field(8, ge=1, description="Prompts per PPO mini batch (actor.ppo_mini_batch_size).")
-    rollout_n: int = Field(16, ge=1, description="Responses sampled per prompt (rollout.n).")
-    max_prompt_length: int = Field(1024, ge=16, description="data.max_prompt_length (tokens).")
-    max_response_length: int = Field(1024, ge=16, description="data.max_response_length (tokens).")
+    train_batch_size: int = Field(16, ge=1, le=1 << 20, description="Prompts per step (data.train_batch_size).")
+    ppo_mini_batch_size: int = Field(8, ge=1, le=1 << 20, description="Prompts per PPO mini batch (actor.ppo_mini_batch_size).")
+    rollout_n: int = Field(16, ge=1, le=4096, description="Responses sampled per prompt (rollout.n).")
+    max_prompt_length: int = Field(1024, ge=16, le=1 << 24, description="data.max_prompt_length (tokens).")
+    max_response_length: int = Field(1024, ge=16, le=1 << 24, description="data.max_response_length (tokens).")
     lr: float = Field(1e-6, gt=0, lt=1, description="Actor learning rate.")
     use_kl_loss: bool = Field(True, description="KL loss against the reference policy (needs a ref model).")
-    kl_loss_coef: float = Field(0.001, ge=0, description="KL loss coefficient.")
+    kl_loss_coef: float = Field(0.001, ge=0, le=1000, description="KL loss coefficient.")
     kl_loss_type: Literal["low_var_kl", "kl", "abs", "mse", "full"] = Field("low_var_kl", description="KL estimator.")
     use_kl_in_reward: bool = Field(False, description="algorithm.use_kl_in_reward.")
-    entropy_coeff: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
+    entropy_coeff: float = Field(0.0, ge=0, le=1000, description="Entropy bonus coefficient.")
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
         "token-mean", description="actor.loss_agg_mode.")
     use_dynamic_bsz: bool = Field(False, description="Token-based dynamic batch sizes (micro batch rules then do not apply).")
-    ppo_max_token_len_per_gpu: int = Field(16384, ge=256, description="Token budget per GPU when use_dynamic_bsz.")
-    ulysses_sequence_parallel_size: int = Field(1, ge=1, description="Ulysses sequence parallel size of the actor.")
-    total_training_steps: int | None = Field(1, ge=1, description="Stop after this many steps (empty = epochs decide).")
-    total_epochs: int = Field(1, ge=1, description="Epochs over the train set.")
-    save_freq: int = Field(1, description="Checkpoint every N steps (-1 = never; a last-step checkpoint is written when > 0).")
-    test_freq: int = Field(-1, description="Validate every N steps (-1 = never; when > 0 it also validates at the last step).")
+    ppo_max_token_len_per_gpu: int = Field(16384, ge=256, le=1 << 26, description="Token budget per GPU when use_dynamic_bsz.")
+    ulysses_sequence_parallel_size: int = Field(1, ge=1, le=4096, description="Ulysses sequence parallel size of the actor.")
+    total_training_steps: int | None = Field(
+        1, ge=1, le=INT64_MAX, description="Stop after this many steps (empty = epochs decide).")
+    total_epochs: int = Field(1, ge=1, le=1 << 20, description="Epochs over the train set.")
+    save_freq: int = Field(
+        1, ge=-1, le=INT64_MAX, description="Checkpoint every N steps (-1 = never; a last-step checkpoint is written when > 0).")
+    test_freq: int = Field(
+        -1, ge=-1, le=INT64_MAX, description="Validate every N steps (-1 = never; when > 0 it also validates at the last step).")
     val_before_train: bool = Field(False, description="Validate before the first step (off for smoke runs: it costs a full pass).")
-    max_assistant_turns: int = Field(5, ge=1, description="multi_turn.max_assistant_turns.")
-    max_parallel_calls: int = Field(1, ge=1, description="multi_turn.max_parallel_calls: tool calls one turn may run at once.")
-    agent_num_workers: int = Field(8, ge=1, description="rollout.agent.num_workers (agent-loop worker processes).")
+    max_assistant_turns: int = Field(5, ge=1, le=1000, description="multi_turn.max_assistant_turns.")
+    max_parallel_calls: int = Field(
+        1, ge=1, le=1000, description="multi_turn.max_parallel_calls: tool calls one turn may run at once.")
+    agent_num_workers: int = Field(8, ge=1, le=4096, description="rollout.agent.num_workers (agent-loop worker processes).")
     rollout_engine: Literal["vllm", "sglang"] = Field("vllm", description="Rollout engine (rollout.name).")
     logger: list[Literal["console", "mlflow", "tensorboard", "wandb", "swanlab", "file"]] = Field(
         default_factory=lambda: ["console", "mlflow"], min_length=1, description="trainer.logger backends.")
-    trace_backend: Literal["mlflow", "weave"] | None = Field(
-        "mlflow", description="rollout.trace.backend (rollout traces); empty disables tracing.")
-    project_name: str = Field("gsm8k-tool-agent", description="trainer.project_name (MLflow experiment).")
-    experiment_name: str = Field("qwen2.5-3b-grpo-tool-agent", description="trainer.experiment_name (MLflow run).")
+    project_name: HydraName = Field("gsm8k-tool-agent", description="trainer.project_name (MLflow experiment).")
+    experiment_name: HydraName = Field("qwen2.5-3b-grpo-tool-agent", description="trainer.experiment_name (MLflow run).")
     save_contents: list[Literal["model", "optimizer", "extra", "hf_model"]] = Field(
         default_factory=lambda: ["model", "optimizer", "extra", "hf_model"],
         description="Checkpoint contents. model+optimizer+extra make a resume restore optimizer and dataloader state.")
-    max_actor_ckpt_to_keep: int | None = Field(None, ge=1, description="Keep only the newest N actor checkpoints.")
+    max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=1 << 20, description="Keep only the newest N actor checkpoints.")
 
     tool_timeout_seconds: int = Field(
         120, ge=1, le=3600, description="Timeout of one run_code_once call through the sandbox manager's MCP server.")
+    max_tool_response_chars: int = Field(
+        1024, ge=128, le=16384,
+        description="Characters of one tool response the model sees (verl's multi_turn.max_tool_response_length, "
+        "default 256, which cut tracebacks in the middle). The code tool clips to it itself, keeping the head and "
+        "the tail around a marker. The text counts against max_response_length (about 4 characters a token), so "
+        "it may be at most 2 x max_response_length.")
 
-    @field_validator("project_name", "experiment_name")
-    @classmethod
-    def _shell_safe(cls, v: str) -> str:
-        # These go into the Hydra overrides and the checkpoint path; the entrypoint passes two shells.
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
-            raise ValueError(f"{v!r} must be letters, digits, '.', '_' or '-' (it becomes a path and a shell word)")
-        return v
+    @model_validator(mode="after")
+    def _tool_response_fits(self) -> "TrainingSettings":
+        # The tool's text lands in the response (masked from the loss, but counted): a response that one tool
+        # reply could fill ends the trajectory at its first call.
+        if self.max_tool_response_chars > 2 * self.max_response_length:
+            raise ValueError(
+                f"max_tool_response_chars {self.max_tool_response_chars} (about {self.max_tool_response_chars // 4} "
+                f"tokens) may be at most 2 x max_response_length ({2 * self.max_response_length}): one tool reply "
+                "would take over half the response budget; lower it or raise max_response_length")
+        return self
 
     @field_validator("save_contents")
     @classmethod
@@ -151,25 +169,26 @@ class TrainingSettings(Strict):
 
 # --------------------------------------------------------------------------------------------- job
 class JobSettings(Strict):
-    name: str = Field("verl-grpo", description="RayJob name (DNS-1035 label, at most 47 characters).")
-    namespace: str = Field("verl", description="Namespace of the training job, its volumes and configs.")
+    name: RayJobName = Field("verl-grpo", description="RayJob name (DNS-1035 label, at most 47 characters).")
+    namespace: Dns1123Label = Field("verl", description="Namespace of the training job, its volumes and configs.")
     submission_mode: Literal["K8sJobMode", "HTTPMode", "SidecarMode", "InteractiveMode"] = Field(
         "SidecarMode", description="KubeRay submission mode. SidecarMode needs KubeRay >= 1.5.0.")
-    active_deadline_seconds: int = Field(86400, gt=0, description="Hard limit on the job's run time; KubeRay stops it after.")
+    active_deadline_seconds: int = Field(
+        86400, gt=0, le=INT64_MAX, description="Hard limit on the job's run time; KubeRay stops it after.")
     pre_running_deadline_seconds: int | None = Field(
-        3600, gt=0, description="Fail if the job is not Running within this time (KubeRay >= 1.6.0).")
+        3600, gt=0, le=2**31 - 1, description="Fail if the job is not Running within this time (KubeRay >= 1.6.0).")
     ttl_seconds_after_finished: int = Field(
-        300, ge=0, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
-    backoff_limit: int = Field(0, ge=0, description="RayJob retries; each creates a new Ray cluster (GPU time).")
+        300, ge=0, le=2**31 - 1, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
+    backoff_limit: int = Field(0, ge=0, le=100, description="RayJob retries; each creates a new Ray cluster (GPU time).")
     shm_gib: int | None = Field(
-        None, ge=1, description="Size of the memory-backed /dev/shm of each Ray pod (vLLM, NCCL), GiB; it counts "
+        None, ge=1, le=65536, description="Size of the memory-backed /dev/shm of each Ray pod (vLLM, NCCL), GiB; it counts "
         "against the pod's memory. Empty = a quarter of the pod's memory, at most 64.")
-    env: dict[str, str] = Field(
+    env: dict[EnvVarName, EnvValue] = Field(
         default_factory=dict,
         description="Extra environment variables of every Ray pod, e.g. NCCL_SOCKET_IFNAME or NCCL_IB_HCA for RDMA. "
         "The right values depend on the node type's NICs (not preset: check `ibv_devices` / `ip link` on a node). "
         "NCCL_DEBUG defaults to WARN and may be overridden here.")
-    gpu_pod_resources: dict[str, str] = Field(
+    gpu_pod_resources: dict[ExtendedResourceName, ResourceCount] = Field(
         default_factory=dict,
         description="Extended resources each GPU pod requests besides nvidia.com/gpu (e.g. an RDMA device-plugin "
         "resource). Empty = none; the resource name depends on the node type's device plugin.")
@@ -179,8 +198,6 @@ class JobSettings(Strict):
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         reserved = {"PYTHONPATH", "MLFLOW_TRACKING_URI"}
         for name in v:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"{name!r} is not an environment variable name (letters, digits, '_')")
             if name in reserved:
                 raise ValueError(f"{name} is set by the program (tool module path / tracking server); remove it")
         return v
@@ -188,29 +205,9 @@ class JobSettings(Strict):
     @field_validator("gpu_pod_resources")
     @classmethod
     def _resources(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, qty in v.items():
-            if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", name):
-                raise ValueError(f"{name!r} is not an extended resource name (<domain>/<name>)")
+        for name in v:
             if name == "nvidia.com/gpu":
                 raise ValueError(f"{name} is set from gpu_pool.gpus_per_node; remove it")
-            if not re.fullmatch(r"[1-9]\d*", qty):
-                raise ValueError(f"{name}: {qty!r} must be a positive whole number (extended resources are counts)")
-        return v
-
-    @field_validator("name")
-    @classmethod
-    def _rayjob_name(cls, v: str) -> str:
-        if len(v) > RAYJOB_NAME_MAX or not DNS1035.fullmatch(v):
-            raise ValueError(
-                f"{v!r} is not a valid RayJob name: KubeRay needs a DNS-1035 label of at most {RAYJOB_NAME_MAX} "
-                "characters (lowercase letters, digits, '-', starting with a letter)")
-        return v
-
-    @field_validator("namespace")
-    @classmethod
-    def _ns(cls, v: str) -> str:
-        if not DNS1123_LABEL.fullmatch(v) or len(v) > 63:
-            raise ValueError(f"{v!r} is not a valid namespace name (DNS-1123 label)")
         return v
 
 
@@ -234,7 +231,7 @@ class TrackingSettings(Strict):
         description="StorageClass of the tracking server's backend-store disk (sqlite). The topology class creates "
         "the disk in the zone the pod lands in (WaitForFirstConsumer); ACK's alicloud-disk-essd binds Immediately, in "
         "the provisioner's zone, which a multi-zone system pool may not reach. Check `kubectl get storageclass`.")
-    disk_gib: int = Field(20, ge=20, description="Backend-store disk size (ESSD minimum is 20 GiB).")
+    disk_gib: int = Field(20, ge=20, le=65536, description="Backend-store disk size (ESSD minimum is 20 GiB).")
     cpu: CpuQuantity = Field("1", description="CPU request and limit of the MLflow server.")
     memory: MemoryQuantity = Field("2Gi", description="Memory request and limit of the MLflow server.")
 

@@ -37,6 +37,7 @@ from components.wiring import (
     WorkloadIdentity,
     dataset_files,
     model_path,
+    oss_endpoint,
     resource_kwargs,
     system_scheduling,
 )
@@ -113,8 +114,8 @@ def job_script(s: Settings, pins: list[str], module: str) -> str:
         "set -eu",
         'mkdir -p "$HOME"',
         "python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --quiet "
-        f"--target {SITE}{index} " + " ".join(shlex.quote(p) for p in pins),
-        f"exec python -m {module}",
+        f"--target {shlex.quote(SITE)}{index} " + " ".join(shlex.quote(p) for p in pins),
+        f"exec python -m {shlex.quote(module)}",
     ])
 
 
@@ -220,7 +221,8 @@ def _slug(text: str) -> str:
 def _named(base: str, build, s: Settings, code: PipelineCode, storage: StorageRefs) -> dict:
     """The Job from `build(storage)`, named `<base>-<digest>` where the digest covers the code and the Job as
     rendered from the settings alone (the bucket name from settings stands in for the bucket's Output)."""
-    plain = build(dataclasses.replace(storage, bucket_name=s.storage.bucket_name))
+    # An experiment's bucket and endpoint are Outputs of its platform reference; the settings name the same ones.
+    plain = build(dataclasses.replace(storage, bucket_name=s.storage.bucket_name, endpoint=oss_endpoint(s.region)))
     digest = hashlib.sha256((code.digest + json.dumps(plain, sort_keys=True)).encode()).hexdigest()[:10]
     job = build(storage)
     job["metadata"]["name"] = f"{base[:52]}-{digest}"  # <= 63 characters: it becomes a pod label value

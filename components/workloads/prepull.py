@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import Settings
-from components.wiring import ROLE_LABEL, ClusterRefs, Scheduling
+from components.wiring import PREPULL_SERVICE_ACCOUNT, ROLE_LABEL, ClusterRefs, Scheduling
 
 PREPULL_NAME = "verl-image-prepull"
 
@@ -39,6 +39,8 @@ def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace
                 "spec": {
                     "nodeSelector": dict(scheduling.node_selector),
                     "tolerations": list(scheduling.tolerations),
+                    # Named so the ACR credential helper's derived config covers it (a built image is private).
+                    "serviceAccountName": PREPULL_SERVICE_ACCOUNT,
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 1,

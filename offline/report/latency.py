@@ -11,7 +11,13 @@ If a pre-pull DaemonSet is in the graph (label `verl-ack/role: prepull`), the pu
 pool is ready and overlaps everything the RayJob waits for. An autoscaled ECS GPU pool (min_nodes < nodes)
 boots its GPU nodes only when the Ray pods are pending, so that boot follows the RayJob.
 
+Platform and experiment stacks (docs/stacks.md): an experiment's own graph gives the figure on a warm platform;
+plan.py also renders the pair as one program (`single_of_pair`) for the figure of a new platform + experiment,
+and `split_figures` holds both to their targets.
+
 Pure functions of (recording, settings); every number is a modelled ESTIMATE (docs/latency.md).
+Longer than 500 lines because the platform/experiment figures reuse this module's schedule and critical path;
+split apart they would import each other.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from components.cloud.registry import runtime_pip_packages
 from components.config import Settings
 from components.model import preset_of
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
@@ -160,6 +167,12 @@ def job_minutes(s: Settings, kind: str) -> float:
     return L.job_start_minutes + mbit_minutes(size, hub_mbps(s)) + mbit_minutes(size, L.oss_upload_mbps)
 
 
+def submit_minutes(s: Settings) -> float:
+    """RayJob submission: with a runtime_env pip install (official image) or without one (built image)."""
+    L = s.latency
+    return L.job_submit_minutes if runtime_pip_packages(s) else L.job_submit_no_pip_minutes
+
+
 def create_minutes(s: Settings, kind: str) -> float:
     if kind in INSTANT:
         return 0.0
@@ -191,7 +204,7 @@ def training_image(s: Settings, recording: Recording) -> str:
                 return image
         except (KeyError, TypeError):
             continue
-    return s.versions.verl_image
+    return s.versions.verl_image_ref()
 
 
 def pull_minutes(s: Settings, image: str) -> tuple[float, float, bool]:
@@ -204,7 +217,10 @@ def pull_minutes(s: Settings, image: str) -> tuple[float, float, bool]:
     via_nat = not host.endswith(".aliyuncs.com")
     if via_nat and cap is not None:
         rate = min(rate, cap / nodes)
-    return mbit_minutes(s.latency.training_image_gib * 2**30, rate), rate, via_nat and cap is not None
+    minutes = mbit_minutes(s.latency.training_image_gib * 2**30, rate)
+    if s.image.lazy_loading:
+        minutes *= s.latency.lazy_pull_fraction  # on-demand loading: the rest is read as the containers touch it
+    return minutes, rate, via_nat and cap is not None
 
 
 @dataclass(frozen=True)
@@ -372,7 +388,7 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
     L = s.latency
     init = L.verl_init_minutes + mbit_minutes(model_bytes(s), L.oss_read_mbps)
     phases = {"image pull": pull, "Ray cluster start": L.ray_start_minutes,
-              "RayJob submission": L.job_submit_minutes, "verl init and model load": init}
+              "RayJob submission": submit_minutes(s), "verl init and model load": init}
 
     rayjobs = recording.by_type(RAYJOB_TYPE)
     if rayjobs:
@@ -412,7 +428,7 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
     else:
         image_ready = pods_start + pull
         pull_on_path = True
-    first_step = image_ready + L.ray_start_minutes + L.job_submit_minutes + init
+    first_step = image_ready + L.ray_start_minutes + submit_minutes(s) + init
 
     if pull_on_path and prepulled:
         anchor = sched.prepull
@@ -451,7 +467,10 @@ def _m(x: Optional[float]) -> str:
 
 
 def latency_section(s: Settings, recording: Recording):
-
+    if s.kind == "platform":
+        return platform_latency_section(s, recording)
+    platform: Optional[PlatformRun] = getattr(recording, "platform", None)
+    s = with_platform_network(s, platform)
     cp = critical_path(recording, s)
     p = cp.image_pull
     pull_note = (f"{p.gib:g} GiB at {p.mbps:.0f} Mbit/s per node"
@@ -468,11 +487,144 @@ def latency_section(s: Settings, recording: Recording):
          f"{p.minutes:.1f} min: {pull_note}"),
     ]
     md = "**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement.\n\n"
+    if s.kind == "experiment":
+        md += ("Times below are from the start of this experiment's `pulumi up` on a platform that is already up "
+               "(everything the platform stack owns is excluded).\n\n")
     md += table(rows, ("time to first step", "value"))
     md += "\n\nCritical path:\n\n| start | minutes | step | kind |\n|---|---|---|---|\n"
     md += "\n".join(f"| {st.start:.1f} | {st.minutes:.2f} | {st.name} | {st.kind} |" for st in cp.path)
     if cp.notes:
         md += "\n\n" + "\n".join(f"- note: {n}" for n in cp.notes)
     data = cp.as_dict()
-    data["assumptions"] = s.latency.model_dump()
+    data["assumptions"] = s.latency.model_dump(exclude=unused_inputs(s))
+    if s.kind == "experiment":
+        if platform is not None and platform.fresh is not None:
+            split = split_figures(s, cp, platform)
+            md += "\n\n" + split_markdown(split)
+            data["split"] = asdict(split)
+        else:
+            md += "\n\n- note: the platform stack was not rendered, so only the warm-platform figure is shown"
+        md += "\n\n" + OWNERSHIP
+    return Section("latency", "Time to first training step (ESTIMATE)", md, data)
+
+
+# --------------------------------------------------------------------------------------------- platform/experiment
+# Which stack owns what bills by the hour (README, docs/stacks.md say the same).
+OWNERSHIP = ("**Who owns the GPU nodes:** the experiment stack. Its GPU node pool (ECS: the instances; Lingjun: the "
+             "pool that joins the EFLO node group's nodes) is created by the experiment and destroyed with it; Lingjun "
+             "machines themselves are bought outside Pulumi and bill while they exist, in a pool or not. The platform "
+             "stack owns no GPU node.")
+TARGET_FRESH_RATIO = 1.1  # fresh platform + experiment: at most 1.1x the unavoidable chain
+TARGET_AVOIDABLE_IDLE_MINUTES = 5.0
+TARGET_WARM_MINUTES = 15.0
+
+
+@dataclass(frozen=True)
+class PlatformRun:
+    """An experiment's platform as plan.py rendered it: its stack name, settings and recording, and `fresh`: the
+    pair as one program (the settings `single_of_pair` gives, and that run's recording)."""
+
+    stack: str
+    settings: Settings
+    recording: Recording
+    fresh: Optional[tuple[Settings, Recording]] = None
+
+
+# Sections of a pair's stack files that belong to the platform; the rest (GPU pool, data, model, training, job,
+# latency, cost) to the experiment.
+PLATFORM_SECTIONS = ("name", "region", "zones", "tags", "cluster", "system_pool", "storage", "sandbox", "tracking",
+                     "image", "versions")
+
+
+def single_of_pair(platform_raw: dict, experiment_raw: dict) -> dict:
+    """The settings of a `single` stack that builds what a platform stack and one experiment on it build, for the
+    "new platform + experiment" figure: platform sections from the platform, the rest from the experiment."""
+    out = {k: v for k, v in platform_raw.items() if k in PLATFORM_SECTIONS}
+    out.update({k: v for k, v in experiment_raw.items() if k not in PLATFORM_SECTIONS
+                and k not in ("kind", "platform_stack", "ttl_hours", "deploy_on_merge")})
+    out["kind"] = "single"
+    return out
+
+
+def with_platform_network(s: Settings, platform: Optional[PlatformRun]) -> Settings:
+    """An experiment's hub downloads leave through its platform's NAT: model them with the platform's network."""
+    if platform is None:
+        return s
+    return s.model_copy(update={"cluster": platform.settings.cluster})
+
+
+def unused_inputs(s: Settings) -> set[str]:
+    """Inputs of `latency` this stack's model does not read (left out of plan.json's assumptions)."""
+    out = {"job_submit_no_pip_minutes"} if runtime_pip_packages(s) else set()
+    if not s.image.lazy_loading:
+        out.add("lazy_pull_fraction")
+    return out
+
+
+@dataclass(frozen=True)
+class SplitFigures:
+    """The two figures of a platform + experiment pair, with the targets they are held to (docs/latency.md)."""
+
+    fresh_first_step_minutes: float  # new platform + experiment, one `pulumi up` of both (kind: single)
+    chain_minutes: float  # cluster -> GPU pool join -> in-region image on node -> Ray start -> verl init
+    fresh_ratio: float
+    gpu_idle_minutes: float  # fresh: GPU pool ready -> first step
+    gpu_avoidable_idle_minutes: float  # of which not the job's own start (image, Ray, submission, verl init)
+    platform_up_minutes: float  # the platform stack's `pulumi up`
+    warm_first_step_minutes: float  # experiment on a platform that is up
+    sequential_first_step_minutes: float  # platform `up` returns, then the experiment's `up`
+    model_load: str
+    targets: dict[str, bool]
+
+
+def split_figures(s: Settings, warm: CriticalPath, platform: PlatformRun) -> SplitFigures:
+    assert platform.fresh is not None
+    fs, frec = platform.fresh
+    fresh = critical_path(frec, fs)
+    L = fs.latency
+    in_region = mbit_minutes(L.training_image_gib * 2**30, L.node_pull_mbps) * (
+        L.lazy_pull_fraction if fs.image.lazy_loading else 1.0)
+    start = in_region + L.ray_start_minutes + submit_minutes(fs) + fresh.phases["verl init and model load"]
+    chain = create_minutes(fs, "ack_cluster") + create_minutes(fs, "gpu_node_pool") + start
+    idle = fresh.gpu_idle_minutes or 0.0
+    avoidable = max(0.0, idle - start)
+    up = critical_path(platform.recording, platform.settings).graph_minutes
+    targets = {
+        f"fresh <= {TARGET_FRESH_RATIO}x chain": fresh.first_step_minutes <= TARGET_FRESH_RATIO * chain,
+        f"avoidable GPU idle <= {TARGET_AVOIDABLE_IDLE_MINUTES:g} min": avoidable <= TARGET_AVOIDABLE_IDLE_MINUTES,
+        f"warm experiment <= {TARGET_WARM_MINUTES:g} min": warm.first_step_minutes <= TARGET_WARM_MINUTES,
+    }
+    load = (f"model weights read once from the OSS volume `models` (ossfs 2.0, read-only) at {L.oss_read_mbps:g} "
+            "Mbit/s during verl init; staged into OSS by the experiment's model Job, in parallel with the GPU pool join")
+    return SplitFigures(fresh.first_step_minutes, chain, fresh.first_step_minutes / chain, idle, avoidable, up,
+                        warm.first_step_minutes, up + warm.first_step_minutes, load, targets)
+
+
+def split_markdown(f: SplitFigures) -> str:
+    rows = [
+        ("new platform + experiment (both in one `pulumi up`, as a single stack of these settings builds them)",
+         _m(f.fresh_first_step_minutes)),
+        ("unavoidable chain: cluster -> GPU pool join -> in-region image on node -> Ray start -> verl init",
+         _m(f.chain_minutes)),
+        ("ratio to the chain", f"{f.fresh_ratio:.2f}x"),
+        ("GPU idle before the first step (new platform + experiment)", _m(f.gpu_idle_minutes)),
+        ("of which avoidable (waiting on anything but image, Ray, submission and verl init)",
+         _m(f.gpu_avoidable_idle_minutes)),
+        ("experiment on a warm platform (this stack's `pulumi up`)", _m(f.warm_first_step_minutes)),
+        ("platform `pulumi up`, then this experiment's `pulumi up`", _m(f.sequential_first_step_minutes)),
+        ("model load assumed", f.model_load),
+    ]
+    rows += [(f"target: {k}", "met" if v else "**NOT met**") for k, v in f.targets.items()]
+    return "Platform + experiment (ESTIMATE):\n\n" + table(rows, ("figure", "value"))
+
+
+def platform_latency_section(s: Settings, recording: Recording):
+    """A platform stack has no training job: its `pulumi up` time, and where the experiments' figures are."""
+    cp = critical_path(recording, s)
+    rows = [("all resources created (`pulumi up` returns)", _m(cp.graph_minutes)),
+            ("serial sum of the same steps", _m(sum(create_minutes(s, kind_of(r)) for r in recording.resources)))]
+    md = ("**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement. A platform "
+          "stack runs no training: each experiment stack's plan shows its time to the first step on this platform "
+          "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + OWNERSHIP)
+    data = {"graph_minutes": round(cp.graph_minutes, 2), "assumptions": s.latency.model_dump(exclude=unused_inputs(s))}
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)

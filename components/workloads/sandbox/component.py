@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pulumi
@@ -12,6 +12,7 @@ from components.config import Settings
 from components.wiring import ClusterRefs, resource_kwargs
 from components.workloads.sandbox.manifests import (
     ADMIN_KEY_ITEM,
+    MANAGER_CONFIG_ROLE,
     admin_key_secret_manifest,
     controller_chart_values,
     key_store_secret_manifest,
@@ -21,6 +22,7 @@ from components.workloads.sandbox.manifests import (
     mcp_service_manifest,
     network_policy_manifest,
     pool_size,
+    sandbox_namespace_manifest,
     sandboxset_manifest,
 )
 
@@ -31,6 +33,8 @@ class SandboxArgs:
     cluster: ClusterRefs
     # secrets.sandbox_api_key: the open-source manager's admin key (the ACK add-on gets it from the cloud layer).
     admin_key: Optional[pulumi.Input[str]] = None
+    # The dedicated sandbox node pool (sandbox.dedicated_pool), which the sandbox pods need to run on.
+    sandbox_nodes_ready: list[pulumi.Resource] = field(default_factory=list)
 
 
 class Sandboxes(pulumi.ComponentResource):
@@ -47,9 +51,15 @@ class Sandboxes(pulumi.ComponentResource):
         if s.sandbox.manager == "open-source":
             if args.admin_key is None:
                 raise ValueError("sandbox.manager=open-source needs the sandboxApiKey secret as its admin key")
+            # The namespace carries the Pod Security Admission labels, so this program creates it (the chart
+            # creates none).
+            # Kept on destroy, as Helm's create_namespace always left it.
+            self.namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace", **resource_kwargs(sandbox_namespace_manifest(s)),
+                opts=child([], retain_on_delete=True))
             # The chart brings the CRDs, the controller and its webhooks; it waits for the controller to be
             # ready (Helm --wait), so the SandboxSet below is admitted by a running webhook. It needs the
-            # node pools (cluster.ready) to schedule onto. create_namespace: the chart creates no Namespace.
+            # node pools (cluster.ready) to schedule onto.
             self.controller = k8s.helm.v3.Release(
                 f"{name}-controller",
                 name="sandbox-controller",
@@ -57,9 +67,9 @@ class Sandboxes(pulumi.ComponentResource):
                 version=s.versions.sandbox_controller_chart_version,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=s.versions.sandbox_chart_repo),
                 namespace=s.sandbox.namespace,
-                create_namespace=True,
+                create_namespace=False,
                 values=controller_chart_values(s),
-                opts=child(list(args.cluster.ready)),
+                opts=child([self.namespace, *args.cluster.ready]),
             )
             # Everything namespaced below lives in the namespace the release creates.
             platform: list[pulumi.Resource] = [self.controller]
@@ -69,8 +79,10 @@ class Sandboxes(pulumi.ComponentResource):
             for m in manager_rbac_manifests(s):
                 cls = {"ClusterRole": k8s.rbac.v1.ClusterRole, "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
                        "Role": k8s.rbac.v1.Role, "RoleBinding": k8s.rbac.v1.RoleBinding}[m["kind"]]
+                # Logical names are API: the key-store pair keeps the names it had before the config Role existed.
+                prefix = "config" if m["metadata"]["name"] == MANAGER_CONFIG_ROLE else "key-store"
                 suffix = {"ClusterRole": "cluster-role", "ClusterRoleBinding": "cluster-role-binding",
-                          "Role": "key-store-role", "RoleBinding": "key-store-role-binding"}[m["kind"]]
+                          "Role": f"{prefix}-role", "RoleBinding": f"{prefix}-role-binding"}[m["kind"]]
                 rbac.append(cls(f"{name}-manager-{suffix}", **resource_kwargs(m), opts=child(platform)))
             # The manager writes the keys it issues into this Secret; Pulumi owns only its existence.
             key_store = k8s.core.v1.Secret(
@@ -95,7 +107,7 @@ class Sandboxes(pulumi.ComponentResource):
             f"{name}-pool",
             api_version=set_manifest["apiVersion"], kind=set_manifest["kind"],
             metadata=set_manifest["metadata"], spec=set_manifest["spec"],
-            opts=child(platform))
+            opts=child([*platform, *args.sandbox_nodes_ready]))
         # Both live in the sandbox namespace the platform creates.
         self.mcp_service = k8s.core.v1.Service(
             f"{name}-mcp", **resource_kwargs(mcp_service_manifest(s)), opts=child(platform))
@@ -106,10 +118,10 @@ class Sandboxes(pulumi.ComponentResource):
         if pool.replicas > pool.fit_on_system_pool:
             # Not an error: an oversized pool still works (the extra sandboxes stay Pending), but it wastes the
             # point of a warm pool, so say it where `pulumi preview` shows it.
-            pulumi.log.warn(f"sandbox.pool_cap: {pool.replicas} warm sandboxes need more than the system pool's "
+            pulumi.log.warn(f"sandbox.pool_cap: {pool.replicas} warm sandboxes need more than the {pool.host_pool}'s "
                             f"{pool.system_cpus} vCPU / {pool.system_memory_gib} GiB (at most "
                             f"{pool.fit_on_system_pool} fit); lower sandbox.pool_cap or sandbox.cpu/memory, or add "
-                            "system_pool nodes", self)
+                            f"{pool.host_pool} nodes", self)
         self.pool_replicas = pool.replicas
         self.register_outputs({"pool_replicas": self.pool_replicas, "mcp_service": self.mcp_service.metadata["name"]})
 

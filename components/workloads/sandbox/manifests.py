@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from components.config import Settings
-from components.wiring import system_scheduling
+from components.wiring import pod_security_labels, sandbox_namespace_pod_security, sandbox_scheduling, system_scheduling
 
 SANDBOXSET_API_VERSION = "agents.kruise.io/v1alpha1"
 
@@ -72,6 +72,14 @@ OPEN_SOURCE_MCP_PATH = "/mcp"
 
 PART_OF = {"app.kubernetes.io/part-of": "verl-ack"}
 
+# What the tutorial's code-interpreter image needs when it runs as root (sandbox.run_as_user empty), read from
+# openkruise/agents pkg/agent-runtime/envd-run.sh and e2b-dev/code-interpreter template/ (Dockerfile, start-up.sh):
+# envd-run.sh creates the `user` account and chowns its home (CHOWN; /etc/passwd and /home are root's own), envd runs
+# and signals processes as that user (SETUID, SETGID, KILL) in a home it does not own (DAC_OVERRIDE, FOWNER). All
+# six are in the baseline Pod Security Standard's allowed set; the rest of the default set (NET_RAW, MKNOD,
+# SYS_CHROOT, SETPCAP, SETFCAP, AUDIT_WRITE, FSETID, NET_BIND_SERVICE) is dropped.
+ROOT_SANDBOX_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
+
 
 # --------------------------------------------------------------------------------------------- pool size
 @dataclass(frozen=True)
@@ -84,8 +92,9 @@ class PoolSize:
     replicas: int  # clamp(demand, pool_min, pool_cap)
     cpu_per_sandbox: float
     memory_gib_per_sandbox: float
-    system_cpus: int  # vCPUs of the whole system pool
+    system_cpus: int  # vCPUs of the whole pool the sandboxes run on (system pool, or sandbox.dedicated_pool)
     system_memory_gib: int
+    host_pool: str = "system pool"  # which pool that is, for messages
 
     @property
     def capped(self) -> bool:
@@ -114,6 +123,7 @@ def pool_size(s: Settings) -> PoolSize:
     (seconds each); the cap bounds what the system pool must hold."""
     t, sb = s.training, s.sandbox
     demand = t.train_batch_size * t.rollout_n * t.max_parallel_calls
+    host = sb.dedicated_pool or s.system_pool
     return PoolSize(
         demand=demand,
         pool_min=sb.pool_min,
@@ -121,8 +131,9 @@ def pool_size(s: Settings) -> PoolSize:
         replicas=min(max(demand, sb.pool_min), sb.pool_cap),
         cpu_per_sandbox=cpu_cores(sb.cpu),
         memory_gib_per_sandbox=memory_gib(sb.memory),
-        system_cpus=s.system_pool.nodes * s.system_pool.cpus_per_node,
-        system_memory_gib=s.system_pool.nodes * s.system_pool.memory_gib_per_node,
+        system_cpus=host.nodes * host.cpus_per_node,
+        system_memory_gib=host.nodes * host.memory_gib_per_node,
+        host_pool="sandbox pool" if sb.dedicated_pool else "system pool",
     )
 
 
@@ -138,10 +149,29 @@ def sandbox_labels(s: Settings) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------- manifests
+def sandbox_security(s: Settings) -> tuple[dict, dict, dict]:
+    """(pod securityContext, sandbox container securityContext, envd init container securityContext).
+
+    With `sandbox.run_as_user` the pod meets the restricted Pod Security Standard. Without it the image runs as
+    root (see ROOT_SANDBOX_CAPABILITIES): every restricted control except runAsNonRoot, and only the capabilities
+    envd needs. Never privileged, never a privilege escalation (no setuid binary such as sudo gains anything)."""
+    uid = s.sandbox.run_as_user
+    pod: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
+    drop_all = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    if uid is not None:
+        pod.update({"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid})
+        return pod, dict(drop_all), dict(drop_all)
+    sandbox = {"allowPrivilegeEscalation": False,
+               "capabilities": {"drop": ["ALL"], "add": list(ROOT_SANDBOX_CAPABILITIES)}}
+    # The envd init sidecar only copies two files into the shared emptyDir and sleeps.
+    return pod, sandbox, dict(drop_all)
+
+
 def sandbox_pod_template(s: Settings) -> dict:
     """The SandboxSet's pod template (a core PodTemplateSpec: the webhook validates it as one)."""
     sb, v = s.sandbox, s.versions
-    sched = system_scheduling(s)
+    sched = sandbox_scheduling(s)
+    pod_security, sandbox_security_context, init_security_context = sandbox_security(s)
 
     def envd_env() -> list[dict]:
         return [{"name": "ENVD_DIR", "value": ENVD_DIR}]
@@ -155,6 +185,7 @@ def sandbox_pod_template(s: Settings) -> dict:
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "nodeSelector": dict(sched.node_selector),
+        "securityContext": pod_security,
         "restartPolicy": "Always",
         "dnsPolicy": "ClusterFirst",
         # Claimed sandboxes are deleted right after one call; a long grace period only delays the refill.
@@ -169,6 +200,7 @@ def sandbox_pod_template(s: Settings) -> dict:
             "restartPolicy": "Always",
             "env": envd_env(),
             "volumeMounts": envd_mount(),
+            "securityContext": init_security_context,
         }],
         "containers": [{
             "name": "sandbox",
@@ -185,9 +217,13 @@ def sandbox_pod_template(s: Settings) -> dict:
             },
             # requests = limits: a sandbox cannot take more than it reserved, whatever the code does.
             "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "securityContext": sandbox_security_context,
         }],
         "volumes": [{"name": ENVD_VOLUME, "emptyDir": {}}],
     }
+    if sb.runtime_class:
+        # e.g. `runv`: ACK Sandboxed-Container gives each sandbox its own kernel in a lightweight VM.
+        spec["runtimeClassName"] = sb.runtime_class
     if sched.tolerations:
         spec["tolerations"] = [dict(t) for t in sched.tolerations]
     return {"metadata": {"labels": sandbox_labels(s)}, "spec": spec}
@@ -298,9 +334,16 @@ def manager_cluster_role_name(s: Settings) -> str:
     return f"{MANAGER_NAME}-{s.sandbox.namespace}"
 
 
+# The Role that lets the manager read Secrets and ConfigMaps, in its own namespace only.
+MANAGER_CONFIG_ROLE = f"{MANAGER_NAME}-config"
+
+
 def manager_rbac_manifests(s: Settings) -> list[dict]:
-    """ClusterRole/Binding and the key-store Role/Binding of config/sandbox-manager/rbac.yaml at PR #165's head
-    (136236a8), the build the MCP image comes from."""
+    """The RBAC of config/sandbox-manager/rbac.yaml at PR #165's head (136236a8), the build the MCP image comes
+    from, with one change: upstream's ClusterRole reads every Secret and ConfigMap of the cluster, but the manager's
+    cache watches them only in --system-namespace (pkg/cache/cache.go BuildCacheConfig at 136236a8: Secret and
+    ConfigMap informers are restricted to opts.SystemNamespace), so here a Role grants them in that namespace alone.
+    What stays cluster-scoped is upstream's: pods, events, the agents.kruise.io resources and persistentvolumes."""
     ns, labels, role = s.sandbox.namespace, manager_selector(s), manager_cluster_role_name(s)
     subject = [{"kind": "ServiceAccount", "name": MANAGER_NAME, "namespace": ns}]
     rw = ["get", "list", "watch", "update", "patch", "delete", "create"]
@@ -316,7 +359,6 @@ def manager_rbac_manifests(s: Settings) -> list[dict]:
              {"apiGroups": ["agents.kruise.io"], "resources": ["sandboxes/status", "sandboxsets/status"],
               "verbs": ["get", "update", "patch"]},
              {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch"]},
-             {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list", "watch"]},
          ]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": role, "labels": labels},
@@ -330,7 +372,23 @@ def manager_rbac_manifests(s: Settings) -> list[dict]:
          "metadata": {"name": f"{MANAGER_NAME}-key-store", "namespace": ns, "labels": labels},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{MANAGER_NAME}-key-store"},
          "subjects": subject},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": MANAGER_CONFIG_ROLE, "namespace": ns, "labels": labels},
+         "rules": [{"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": MANAGER_CONFIG_ROLE, "namespace": ns, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": MANAGER_CONFIG_ROLE},
+         "subjects": subject},
     ]
+
+
+def sandbox_namespace_manifest(s: Settings) -> dict:
+    """The sandbox namespace of the open-source manager (the chart does not create one; with ack-addon the add-on
+    owns it). Pod Security Admission enforces the level the sandbox pods meet (wiring.sandbox_namespace_pod_security);
+    the controller chart's and the manager's pods meet restricted."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": s.sandbox.namespace,
+                         "labels": {**pod_security_labels(sandbox_namespace_pod_security(s)), **PART_OF}}}
 
 
 def key_store_secret_manifest(s: Settings) -> dict:

@@ -19,8 +19,10 @@ from components.wiring import (
     Scheduling,
     StorageRefs,
     WorkloadIdentity,
+    resource_kwargs,
 )
-from components.workloads.training.rayjob import check_rayjob, pod_wiring, rayjob_manifest
+from components.workloads.network_policies import ray_network_policy_manifest
+from components.workloads.training.rayjob import check_rayjob, pod_wiring, rayjob_manifest, with_platform_values
 from components.workloads.training.verl_config import MCP_FILE, config_files, mcp_servers_document
 from components.workloads.training.volumes import (
     oss_volumes,
@@ -41,6 +43,11 @@ class TrainingJobArgs:
     # Components the RayJob must wait for besides the cluster's add-ons: the dataset and model staging Jobs
     # (awaited until complete), the MLflow server and the sandbox MCP Service.
     wait_for: list[pulumi.Resource] = field(default_factory=list)
+    # An experiment stack's platform values (Outputs of its StackReference); None = derived from the settings,
+    # as a single stack does (components/experiment.py).
+    image: Optional[pulumi.Input[str]] = None
+    tracking_uri: Optional[pulumi.Input[str]] = None
+    mcp_url: Optional[pulumi.Input[str]] = None
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -88,7 +95,7 @@ class TrainingJob(pulumi.ComponentResource):
         if wiring.mcp_secret:
             if args.sandbox_api_key is None:
                 raise ValueError("sandbox.enabled needs the sandboxApiKey secret for the MCP servers file")
-            document = pulumi.Output.secret(pulumi.Output.json_dumps(mcp_servers_document(s, args.sandbox_api_key)))
+            document = pulumi.Output.secret(pulumi.Output.json_dumps(mcp_servers_document(s, args.sandbox_api_key, args.mcp_url)))
             job_deps.append(k8s.core.v1.Secret(
                 f"{name}-mcp",
                 metadata={"name": wiring.mcp_secret, "namespace": ns,
@@ -98,10 +105,19 @@ class TrainingJob(pulumi.ComponentResource):
                 # The namespace must exist first.
                 opts=child(*args.identity.resources)))
 
+        # ---- who may reach the Ray cluster (its job API runs code on the GPU nodes, unauthenticated); created before
+        # the RayJob so no Ray pod ever runs unguarded
+        self.network_policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-ray-ingress", **resource_kwargs(ray_network_policy_manifest(s)),
+            opts=child(*args.identity.resources))
+        job_deps.append(self.network_policy)
+
         # ---- the RayJob
         manifest = rayjob_manifest(s, layout, args.gpu, wiring)
         check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=volumes["checkpoints"].name)
         self.entrypoint: str = manifest["spec"]["entrypoint"]
+        if args.image is not None or args.tracking_uri is not None:
+            manifest = with_platform_values(manifest, image=args.image, tracking_uri=args.tracking_uri)
         self.rayjob = k8s.apiextensions.CustomResource(
             f"{name}-rayjob",
             api_version=manifest["apiVersion"],

@@ -17,11 +17,12 @@ one rule of this project: the checkpoint directory must be on the shared read-wr
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -34,6 +35,12 @@ from components.workloads.training.volumes import OssVolume, oss_volumes
 
 RAY_API_VERSION = "ray.io/v1"
 GPU_RESOURCE = "nvidia.com/gpu"
+# Multi-node Lingjun training reaches the other nodes over RDMA: the ack-rdma-device-plugin add-on advertises the
+# NICs as `rdma/hca` (shared mode: any number of pods share them through 1000 virtual ids per NIC), and RDMA
+# memory registration needs locked memory, hence the two capabilities (docs/facts.md §4;
+# https://help.aliyun.com/zh/ack/ack-managed-and-ack-dedicated/user-guide/use-rdma-shared-mode).
+RDMA_RESOURCE = "rdma/hca"
+RDMA_CAPABILITIES = ("IPC_LOCK", "SYS_RESOURCE")
 WORKER_GROUP = "gpu"
 CONFIG_HASH_ANNOTATION = "verl-ack/config-sha256"
 SHM_MAX_GIB = 64
@@ -116,6 +123,27 @@ def _env(s: Settings) -> list[dict]:
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
+def uses_rdma(s: Settings, layout: Layout) -> bool:
+    """Only Lingjun nodes have RDMA NICs, and only a job spanning nodes talks across them."""
+    return s.gpu_pool.kind == "lingjun" and layout.nodes > 1
+
+
+def ray_pod_security(s: Settings, rdma: bool) -> tuple[dict, dict]:
+    """(pod securityContext, container securityContext) of the Ray pods, which run the job API and GCS of an
+    unauthenticated Ray cluster and the model's rollouts: no capability, the runtime's seccomp profile, no privilege
+    escalation; the built image (USER 1000) must run as non-root. RDMA is the one exception: memory registration
+    needs IPC_LOCK and SYS_RESOURCE, which Kubernetes makes effective only for uid 0 (docs/image.md), so those pods
+    run as root with exactly those two."""
+    pod: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
+    container: dict = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    if rdma:
+        container["capabilities"]["add"] = list(RDMA_CAPABILITIES)
+        container["runAsUser"] = 0
+    elif s.image.source == "built":
+        pod["runAsNonRoot"] = True
+    return pod, container
+
+
 def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring, container: str) -> dict:
     """One Ray pod on one whole GPU node: all its GPUs, the CPUs and memory the layout leaves for Ray."""
     L = layout
@@ -123,8 +151,11 @@ def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring
     if shm >= L.memory_gib_per_gpu_pod:
         raise RayJobError(f"job.shm_gib: /dev/shm of {shm} GiB is memory-backed and counts against the pod's "
                           f"{L.memory_gib_per_gpu_pod} GiB; use at most {L.memory_gib_per_gpu_pod // 2}")
+    rdma = uses_rdma(s, L)
     resources = {"cpu": str(L.ray_cpus_per_gpu_pod), "memory": f"{L.memory_gib_per_gpu_pod}Gi",
-                 GPU_RESOURCE: str(L.gpus_per_node), **s.job.gpu_pod_resources}
+                 GPU_RESOURCE: str(L.gpus_per_node), **({RDMA_RESOURCE: "1"} if rdma else {}),
+                 **s.job.gpu_pod_resources}
+    pod_security, security = ray_pod_security(s, rdma)
     vols = wiring.volumes
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}}]
@@ -140,6 +171,10 @@ def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring
         volumes.append({"name": "mcp-servers", "secret": {"secretName": wiring.mcp_secret, "defaultMode": 0o440}})
     spec = {
         "serviceAccountName": wiring.service_account,
+        # Nothing in a Ray pod calls the Kubernetes API (no autoscaler). The RRSA token is not this one: the pod
+        # identity webhook mounts its own projected token (rrsa-tokens) whatever this says.
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security,
         "nodeSelector": dict(scheduling.node_selector),
         "tolerations": [dict(t) for t in scheduling.tolerations],
         "containers": [{
@@ -150,8 +185,8 @@ def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring
             "env": _env(s),
             "volumeMounts": mounts,
             # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
-            # image as uid 1000; nothing in the job needs to gain privileges.
-            "securityContext": {"allowPrivilegeEscalation": False},
+            # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
+            "securityContext": security,
         }],
         "volumes": volumes,
     }
@@ -221,6 +256,22 @@ def rayjob_manifest(s: Settings, layout: Layout, scheduling: Scheduling, wiring:
                      "labels": {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"}},
         "spec": spec,
     }
+
+
+def with_platform_values(manifest: dict, *, image: Any = None, tracking_uri: Any = None) -> dict:
+    """The RayJob of an experiment stack: the image and MLflow address its platform exports (Outputs read through
+    the StackReference) in place of the values the settings imply. The manifest is checked before this; only
+    these two values change, and only where the settings put them (every Ray container's image and its
+    MLFLOW_TRACKING_URI)."""
+    out = copy.deepcopy(manifest)
+    for _, group in _templates(out["spec"]):
+        for container in group["template"]["spec"]["containers"]:
+            if image is not None:
+                container["image"] = image
+            for env in container.get("env") or []:
+                if env["name"] == "MLFLOW_TRACKING_URI" and tracking_uri is not None:
+                    env["value"] = tracking_uri
+    return out
 
 
 # --------------------------------------------------------------------------------------------- controller rules

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from components.config import Settings
-from components.wiring import dataset_files, model_path
+from components.wiring import checkpoint_key_prefix, dataset_files, model_path
 
 CSI_DRIVER = "ossplugin.csi.alibabacloud.com"
 # Where the volumes appear in the Ray pods. Fixed paths: the verl command line and the checkpoint layout
@@ -93,13 +93,25 @@ def _labels(vol: OssVolume) -> dict[str, str]:
             "app.kubernetes.io/component": "training-storage"}
 
 
-def persistent_volume(s: Settings, vol: OssVolume, *, namespace: str, bucket: Any, endpoint: str, auth: str,
+def csi_url(s: Settings, endpoint: Any) -> Any:
+    """The PV's `url`. Without a scheme the CSI driver mounts an `-internal` endpoint over http://
+    (alibaba-cloud-csi-driver pkg/oss/utils.go setTransmissionProtocol), which a bucket policy that requires HTTPS
+    (storage.require_https) refuses; the explicit https:// is kept as given. An experiment stack's endpoint is an
+    Output of its platform reference; the same rule applies to its value."""
+    if not isinstance(endpoint, str):
+        return endpoint.apply(lambda e: csi_url(s, e))
+    if s.storage.require_https and "://" not in endpoint:
+        return f"https://{endpoint}"
+    return endpoint
+
+
+def persistent_volume(s: Settings, vol: OssVolume, *, namespace: str, bucket: Any, endpoint: Any, auth: str,
                       role_name: Optional[Any] = None, access_key_secret: Optional[str] = None,
                       access_key_namespace: Optional[str] = None) -> dict:
     """The static PV. `bucket` and `role_name` may be Outputs (the component passes them through)."""
     attributes: dict[str, Any] = {
         "bucket": bucket,
-        "url": endpoint,
+        "url": csi_url(s, endpoint),
         "path": "/" + vol.prefix.rstrip("/"),
         "fuseType": vol.fuse_type,
     }
@@ -164,13 +176,6 @@ def dataset_paths(s: Settings) -> tuple[str, str]:
 def model_dir(s: Settings) -> str:
     """actor_rollout_ref.model.path inside the models mount: the prefix the model staging Job fills."""
     return oss_volumes(s)["models"].path_of(model_path(s))
-
-
-def checkpoint_key_prefix(s: Settings) -> str:
-    """<checkpoints_prefix><project>/<experiment>/: where verl's checkpoints land in the bucket (teardown.py
-    keeps the newest step from there)."""
-    t = s.training
-    return f"{s.storage.checkpoints_prefix}{t.project_name}/{t.experiment_name}/"
 
 
 def checkpoint_dir(s: Settings) -> str:

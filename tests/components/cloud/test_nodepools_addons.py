@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+import pulumi
 import pytest
 
-from components.cloud.addons import ALB_ADDON_CONFIG, base_addons, kuberay_helm_values, sandbox_manager_config
+from components.cloud.addons import (
+    ALB_ADDON_CONFIG,
+    base_addons,
+    kuberay_helm_values,
+    sandbox_manager_config,
+    sandbox_manager_config_json,
+)
 from components.cloud.nodepools import gpu_pool_labels, gpu_pool_taints
 from components.wiring import GPU_TAINT_KEY, POOL_LABEL, gpu_scheduling
+from tests.charts import chart_values, dotted_paths, unknown_keys
 from tests.components.cloud.test_common import ECS_POOL, depends_on, json_input, settings_of
 from tests.conftest import record
 
@@ -69,6 +80,12 @@ def test_only_a_cluster_this_stack_owns_gets_its_autoscaler_configured():
     assert auto.inputs["scaleUpFromZero"] is True and auto.inputs["scaleDownEnabled"] is True
     assert rec.get(POOL, "pools-gpu").inputs["vswitchIds"] == [
         rec.get(POOL, "pools-system").inputs["vswitchIds"][0]], "ap-southeast-1a is the first zone"
+
+
+def test_label_and_taint_changes_reach_the_nodes_already_in_every_pool():
+    for stack in ("dev", "existing-ecs"):
+        for reg in record(stack).by_type(POOL):
+            assert reg.inputs["updateNodes"] is True, reg.urn
 
 
 def test_a_free_text_gpu_model_becomes_a_label_only_when_it_is_a_valid_label_value():
@@ -150,7 +167,9 @@ def test_the_open_source_sandbox_manager_installs_no_sandbox_addons():
 
 
 @pytest.mark.parametrize("keys,expected", [
-    ({}, {"domain": "sandbox.example.com", "className": "alb", "adminApiKey": "K"}),
+    ({}, {"e2b": {"domain": "sandbox.example.com", "adminApiKey": "K"}, "ingress": {"className": "alb"}}),
+    ({"domain": "domain", "ingress_class": "className", "admin_api_key": "adminApiKey"},
+     {"domain": "sandbox.example.com", "className": "alb", "adminApiKey": "K"}),
     ({"domain": "sandboxManager.domain", "ingress_class": "sandboxManager.className",
       "admin_api_key": "sandboxManager.adminApiKey"},
      {"sandboxManager": {"domain": "sandbox.example.com", "className": "alb", "adminApiKey": "K"}}),
@@ -169,3 +188,44 @@ def test_the_sandbox_managers_ingress_is_patched_to_serve_https_and_redirect_htt
     assert meta["annotations"]["alb.ingress.kubernetes.io/listen-ports"] == '[{"HTTP": 80}, {"HTTPS": 443}]'
     assert meta["annotations"]["pulumi.com/patchForce"] == "true"
     assert depends_on(patch, rec.get(ADDON, "sandbox-addons-manager")), "the add-on creates the Ingress"
+
+
+def test_the_sandbox_manager_config_sent_to_the_addon_is_nested_json_with_the_key_still_a_secret():
+    s = settings_of("dev")
+
+    async def sent():
+        out = sandbox_manager_config_json(s, pulumi.Output.secret("the-admin-key"))
+        return json.loads(await out.future()), await out.is_secret()
+
+    config, secret = asyncio.run(sent())
+    assert config == {"e2b": {"domain": "sandbox.example.com", "adminApiKey": "the-admin-key"},
+                      "ingress": {"className": "alb"}}
+    assert secret, "the admin API key must stay a secret Output end to end"
+
+
+def test_every_key_path_sent_to_the_sandbox_manager_exists_in_the_upstream_charts_values():
+    values = chart_values()[("agents-sandbox-manager", "0.2.0")]
+    sent = sandbox_manager_config(settings_of("dev"), "K")
+    assert sorted(dotted_paths(sent)) == ["e2b.adminApiKey", "e2b.domain", "ingress.className"]
+    assert unknown_keys(sent, values) == []
+    for path in dotted_paths(sent):  # each one a leaf of the chart, not a section
+        node = values
+        for key in path.split("."):
+            node = node[key]
+        assert not isinstance(node, dict), path
+
+
+def test_sandbox_manager_key_paths_must_not_overlap():
+    from components.config import SettingsError
+
+    with pytest.raises(SettingsError, match=r"admin_api_key \(e2b.adminApiKey\) lies at or under domain \(e2b\)"):
+        settings_of("dev", {"versions": {"sandbox_manager_config_keys": {"domain": "e2b"}}})
+
+
+def test_lingjun_stacks_install_the_rdma_device_plugin_and_ecs_stacks_do_not():
+    for stack in ("dev", "multinode"):
+        reg = record(stack).get(ADDON, "addons-rdma")
+        assert reg.inputs["name"] == "ack-rdma-device-plugin"
+        assert "config" not in reg.inputs, "the add-on's defaults: shared mode, resource rdma/hca"
+    assert "addons-rdma" not in {r.name for r in record("existing-ecs").by_type(ADDON)}
+    assert "rdma" not in {a.role for a in base_addons(settings_of("dev", ECS_POOL))}

@@ -13,7 +13,7 @@ def settings(overrides=None, stack="dev") -> Settings:
 
 def test_official_image_installs_the_pinned_verl_mlflow_and_fastmcp_at_start():
     s = settings()
-    assert training_image(s) == s.versions.verl_image
+    assert training_image(s) == s.versions.verl_image_ref()
     assert runtime_pip_packages(s) == [f"verl=={s.versions.verl}", f"transformers=={s.versions.transformers}",
                                        f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}"]
 
@@ -57,7 +57,7 @@ def test_official_image_stacks_declare_no_registry():
 
     rec = record("dev")
     assert [r for r in rec.resources if r.type.startswith("alicloud:cr/")] == []
-    assert rec.outputs["training_image"] == settings().versions.verl_image
+    assert rec.outputs["training_image"] == settings().versions.verl_image_ref()
 
 
 def test_a_built_image_gets_a_private_acr_repository_and_the_credential_helper():
@@ -88,6 +88,37 @@ def test_the_prepull_daemonset_pulls_the_image_the_rayjob_runs():
     assert off.by_type("kubernetes:apps/v1:DaemonSet") == []
 
 
+def test_the_official_image_is_pulled_by_tag_and_digest_by_the_rayjob_and_the_prepull_alike():
+    from tests.conftest import record
+
+    v = settings().versions
+    ref = "verlai/verl:vllm024.dev2@sha256:b867883b0dd011363e69ab2ab344922a28c5bd0409e2a324e3ee70fb27ca7543"
+    assert v.verl_image_ref() == ref
+    for stack in ("dev", "multinode"):
+        rec = record(stack)
+        ds = rec.get("kubernetes:apps/v1:DaemonSet", "prepull-daemonset")
+        (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
+        cluster = job.inputs["spec"]["rayClusterSpec"]
+        pods = [cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])]
+        images = {c["image"] for p in pods for c in p["template"]["spec"]["containers"]}
+        assert images == {ref} == {ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"]}, stack
+
+
+def test_a_stack_without_a_digest_pulls_by_tag():
+    s = settings({"versions": {"verl_image": "verlai/verl:vllm024.dev1", "verl_image_digest": None}})
+    assert training_image(s) == "verlai/verl:vllm024.dev1"
+
+
+def test_changing_the_image_without_its_digest_is_refused_because_the_digest_would_win():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"verl_image_digest is still the default.*or to null"):
+        settings({"versions": {"verl_image": "verlai/verl:vllm024.dev1"}})
+    with pytest.raises(ValidationError, match="give the digest once"):
+        settings({"versions": {"verl_image": "verlai/verl:vllm024.dev2@sha256:" + "0" * 64}})
+
+
 def test_the_credential_helper_takes_its_config_from_settings_and_stays_in_a_cluster_we_do_not_own():
     import json
 
@@ -113,3 +144,72 @@ def test_the_offline_plan_of_a_built_image_stack_says_nothing_is_installed_at_st
     assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "plan.md").read_text()
     assert "nothing (built image)" in md and "/verl-ack/verl:abc123" in md
+
+
+def test_the_plan_warns_how_to_verify_ray_until_the_stack_sets_versions_ray():
+    from tests.conftest import record
+
+    warned = [m for _, m in record("dev").logs if m.startswith("versions.ray:")]
+    assert len(warned) == 1 and "unverified" in warned[0]
+    assert "docker run --rm verlai/verl:vllm024.dev2@sha256:" in warned[0]
+    assert "python3 -c 'import ray; print(ray.__version__)'" in warned[0]
+    assert not [m for _, m in record("dev", {"versions": {"ray": "2.55.1"}}).logs if m.startswith("versions.ray:")]
+
+
+def test_the_credential_helper_config_is_derived_for_the_job_namespace_and_the_pulling_service_accounts():
+    import json
+
+    from components.cloud.registry import credential_helper_config
+    from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT
+    from tests.conftest import record
+
+    rec = record("dev", {"image": {"source": "built", "tag": "abc123"}})
+    helper = rec.get("alicloud:cs/kubernetesAddon:KubernetesAddon", "image-acr-credential-helper")
+    expected = {"AcrInstanceInfo": [{"instanceId": "", "regionId": "ap-southeast-1"}], "enableRRSA": False,
+                "expiringThreshold": "15m", "serviceAccount": "verl-train,default", "watchNamespace": "verl"}
+    assert json.loads(helper.inputs["config"]) == expected
+    assert (TRAINING_SERVICE_ACCOUNT, PREPULL_SERVICE_ACCOUNT) == ("verl-train", "default")
+    # The service accounts named are the ones the pods that pull the image run as.
+    ds = rec.get("kubernetes:apps/v1:DaemonSet", "prepull-daemonset")
+    assert ds.inputs["spec"]["template"]["spec"]["serviceAccountName"] == PREPULL_SERVICE_ACCOUNT
+    assert ds.inputs["metadata"]["namespace"] == expected["watchNamespace"]
+    (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
+    assert job.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"] == \
+        TRAINING_SERVICE_ACCOUNT
+    assert job.inputs["metadata"]["namespace"] == expected["watchNamespace"]
+    # Enterprise: the instance id, and the region the registry host names.
+    ent = settings({"image": {"source": "built", "registry": "enterprise", "enterprise_instance_id": "cri-abc",
+                              "registry_host": "inst-registry-vpc.cn-beijing.cr.aliyuncs.com"},
+                    "job": {"namespace": "team-a"}})
+    cfg = credential_helper_config(ent)
+    assert cfg["AcrInstanceInfo"] == [{"instanceId": "cri-abc", "regionId": "cn-beijing"}]
+    assert cfg["watchNamespace"] == "team-a"
+
+
+def test_a_platform_stacks_credential_helper_watches_every_namespace_for_its_experiments():
+    from components.cloud.registry import credential_helper_config
+
+    cfg = credential_helper_config(settings(stack="dev-platform"))
+    assert cfg["watchNamespace"] == "all" and cfg["serviceAccount"] == "verl-train,default"
+
+
+def test_a_stacks_own_credential_helper_config_replaces_the_derived_one():
+    from components.cloud.registry import credential_helper_config
+
+    cfg = {"watchNamespace": "all", "serviceAccount": "*"}
+    assert credential_helper_config(settings({"image": {"source": "built", "credential_helper_config": cfg}})) == cfg
+
+
+def test_a_personal_registry_with_the_credential_helper_warns_about_the_2024_09_08_cutoff():
+    from tests.conftest import record
+
+    def warned(rec):
+        return [m for _, m in rec.logs if m.startswith("image.registry:")]
+
+    (message,) = warned(record("dev", {"image": {"source": "built", "tag": "abc123"}}))
+    assert "created on or before 2024-09-08" in message and "registry: enterprise" in message
+    assert warned(record("dev")) == [], "the official image needs no credential helper"
+    assert warned(record("dev", {"image": {"source": "built", "tag": "t", "credential_helper": False}})) == []
+    enterprise = {"source": "built", "tag": "t", "registry": "enterprise", "enterprise_instance_id": "cri-abc",
+                  "registry_host": "inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"}
+    assert warned(record("dev", {"image": enterprise})) == []

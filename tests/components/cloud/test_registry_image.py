@@ -31,11 +31,12 @@ def instructions(text: str) -> list[tuple[str, str]]:
 
 
 # ============================================================================================== pins
-def test_the_base_image_is_an_arg_whose_default_is_the_settings_default():
+def test_the_base_image_is_an_arg_whose_default_is_the_settings_default_pinned_by_digest():
     args = tag.dockerfile_args()
-    assert args["BASE_IMAGE"] == VERSIONS.verl_image, (
-        f"image/Dockerfile builds on {args['BASE_IMAGE']} but components/config/__init__.py VersionSettings.verl_image "
-        f"defaults to {VERSIONS.verl_image}; they must name the same image (docs/image.md explains the choice)")
+    assert args["BASE_IMAGE"] == VERSIONS.verl_image_ref() == f"{VERSIONS.verl_image}@{VERSIONS.verl_image_digest}", (
+        f"image/Dockerfile builds on {args['BASE_IMAGE']} but components/config/image.py VersionSettings defaults to "
+        f"{VERSIONS.verl_image_ref()} (verl_image@verl_image_digest); they must name the same image (docs/image.md)")
+    assert re.fullmatch(r"verlai/verl:vllm024\.dev2@sha256:[0-9a-f]{64}", args["BASE_IMAGE"])
     froms = [a for i, a in instructions(DOCKERFILE) if i == "FROM"]
     assert froms == ["${BASE_IMAGE}"]
 

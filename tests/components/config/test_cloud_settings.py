@@ -58,6 +58,17 @@ BAD = [
      "versions.addons", "cannot be disabled"),
     ("kubeconfig ttl beyond what ACK issues", "dev", {"cluster": {"kubeconfig_ttl_minutes": 10000}},
      "cluster.kubeconfig_ttl_minutes", "4320"),
+    ("lingjun stack with terway-eniip older than ACK's floor", "dev",
+     {"versions": {"addons": {"terway": {"version": "v1.16.7"}}}}, "settings",
+     "versions.addons.terway.version v1.16.7 is below v1.16.8, the oldest terway-eniip ACK supports with Lingjun"),
+    ("lingjun stack with an old csi-plugin", "dev", {"versions": {"addons": {"csi_plugin": {"version": "v1.30.1"}}}},
+     "settings", "below v1.32.2"),
+    ("lingjun stack with the self-managed csi-provisioner too old", "dev",
+     {"versions": {"addons": {"csi_provisioner": {"name": "csi-provisioner", "version": "v1.31.9-aliyun.1"}}}},
+     "settings", "below v1.32.2, the oldest csi-provisioner"),
+    ("lingjun stack with an old pod identity webhook", "dev",
+     {"versions": {"addons": {"pod_identity": {"version": "v0.2.0"}}}}, "settings",
+     "pin v0.2.1 or newer, or leave the version empty"),
     ("sandbox manager config key that is not a path", "dev",
      {"versions": {"sandbox_manager_config_keys": {"domain": "sandbox manager/domain"}}},
      "versions.sandbox_manager_config_keys.domain", "dotted key path"),
@@ -75,6 +86,15 @@ def test_a_stack_overrides_one_addon_key_and_keeps_every_built_in_role():
     assert set(s.versions.addons) == set(DEFAULT_ADDONS)
     assert (s.versions.addons["alb"].name, s.versions.addons["alb"].version) == ("alb-ingress-controller", "v2.19.0")
     assert s.versions.addons["kuberay"].name == "ack-kuberay-operator"
+
+
+def test_lingjun_addon_floors_accept_equal_newer_or_unpinned_versions_and_do_not_apply_to_ecs_pools():
+    ok = {"terway": {"version": "v1.16.8"}, "csi_plugin": {"version": "v1.32.2-aliyun.1"},
+          "pod_identity": {"version": "v0.3.0"}, "csi_provisioner": {"name": "csi-provisioner", "version": "v1.33.0"}}
+    assert settings_of("dev", {"versions": {"addons": ok}}).versions.addons["terway"].version == "v1.16.8"
+    assert settings_of("dev").versions.addons["terway"].version is None, "unpinned: ACK installs its own"
+    old = {"terway": {"version": "v1.10.0"}}
+    assert settings_of("dev", {**ECS_POOL, "versions": {"addons": old}}).gpu_pool.kind == "ecs"
 
 
 def test_the_good_variants_the_cloud_layer_supports_validate():

@@ -18,6 +18,7 @@ from components.model.layout import resolve_layout
 from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling
 from components.workloads.training.rayjob import (
     GPU_RESOURCE,
+    RDMA_RESOURCE,
     RayJobError,
     check_rayjob,
     pod_wiring,
@@ -190,6 +191,30 @@ def test_job_env_and_rdma_resources_reach_every_gpu_pod():
         assert container["resources"]["limits"]["rdma/hca"] == "1"
 
 
+def test_multinode_lingjun_pods_request_rdma_and_get_the_capabilities_rdma_needs():
+    _, manifest = build("multinode")
+    assert len(pod_templates(manifest)) == 2, "a GPU head that trains plus the worker group"
+    for template in pod_templates(manifest):
+        container = template["spec"]["containers"][0]
+        assert RDMA_RESOURCE == "rdma/hca"
+        assert container["resources"]["requests"]["rdma/hca"] == container["resources"]["limits"]["rdma/hca"] == "1"
+        assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK", "SYS_RESOURCE"]
+        assert {v["name"]: v for v in template["spec"]["volumes"]}["dshm"]["emptyDir"]["medium"] == "Memory"
+    assert crd_errors(manifest) == []
+
+
+@pytest.mark.parametrize("stack,overrides", [
+    ("dev", None),  # Lingjun, one node: no traffic between nodes
+    ("existing-ecs", None),  # ECS GPU nodes have no RDMA NICs
+])
+def test_single_node_or_ecs_pods_request_no_rdma_and_add_no_capabilities(stack, overrides):
+    _, manifest = build(stack, overrides)
+    for template in pod_templates(manifest):
+        container = template["spec"]["containers"][0]
+        assert RDMA_RESOURCE not in container["resources"]["limits"]
+        assert "add" not in container["securityContext"].get("capabilities", {})
+
+
 def test_shm_defaults_to_a_quarter_of_the_pod_capped_at_64_gib():
     for stack, expected in (("dev", "64Gi"), ("existing-ecs", "11Gi")):
         _, manifest = build(stack)
@@ -205,7 +230,7 @@ def test_shm_larger_than_the_pod_memory_is_refused():
 def test_the_official_image_installs_the_pinned_packages_at_start_and_a_built_image_does_not():
     s, manifest = build("dev")
     assert manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == \
-        s.versions.verl_image
+        s.versions.verl_image_ref()
     runtime_env = yaml.safe_load(manifest["spec"]["runtimeEnvYAML"])
     assert runtime_env["pip"] == [f"verl=={s.versions.verl}", f"transformers=={s.versions.transformers}",
                                   f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}"]
@@ -218,10 +243,10 @@ def test_the_official_image_installs_the_pinned_packages_at_start_and_a_built_im
 
 
 def test_an_engine_the_image_does_not_ship_is_refused():
-    with pytest.raises(RayJobError, match=r"rollout_engine sglang does not run on verlai/verl:vllm024.latest"):
+    with pytest.raises(RayJobError, match=r"rollout_engine sglang does not run on verlai/verl:vllm024\.dev2"):
         build("dev", {"training": {"rollout_engine": "sglang"}})
     _, manifest = build("dev", {"training": {"rollout_engine": "sglang"},
-                                "versions": {"verl_image": "verlai/verl:sgl0512.latest"}})
+                                "versions": {"verl_image": "verlai/verl:sgl0512.latest", "verl_image_digest": None}})
     assert overrides_of(manifest)["actor_rollout_ref.rollout.name"] == "sglang"
 
 

@@ -1,0 +1,100 @@
+"""An experiment: one training run on a platform.
+
+The GPU pool (its nodes bill while they exist, so it lives and dies with the run), the data and model staging
+Jobs, the experiment's namespace with its RRSA roles and service accounts, the image pre-pull, the verl configs
+and the RayJob. An `experiment` stack reads every platform value from `PlatformRefs.from_stack_reference` and
+talks to the cluster through its own explicit Kubernetes provider built from the platform's kubeconfig (a
+secret Output); nothing it creates is shared, so `pulumi destroy` of the experiment stack leaves nothing of it
+billing. A `single` stack passes its in-program `Platform` instead (same logical names as always).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_alicloud as alicloud
+import pulumi_kubernetes as k8s
+
+from components.cloud.identity import Identity, IdentityArgs
+from components.cloud.network import NetworkRefs
+from components.cloud.nodepools import NodePools, NodePoolsArgs
+from components.config import Settings
+from components.config.secrets import Secrets
+from components.platform import EXPERIMENT_ROLES, Platform
+from components.wiring import ClusterRefs, PlatformRefs, StorageRefs, WorkloadIdentity
+from components.workloads.data import DataArgs, DataJobs
+from components.workloads.prepull import ImagePrepull
+from components.workloads.training.component import TrainingJob, TrainingJobArgs
+
+PLATFORM_REFERENCE = "platform"  # logical name of the StackReference
+K8S_PROVIDER = "platform-k8s"  # the experiment's Kubernetes provider, on the platform's cluster
+
+
+@dataclass
+class Experiment:
+    pools: NodePools
+    identity: WorkloadIdentity
+    data: DataJobs
+    prepull: ImagePrepull | None
+    training: TrainingJob
+    image: pulumi.Input[str]
+
+
+def platform_reference(s: Settings) -> PlatformRefs:
+    """The platform's outputs, read through one StackReference (settings validation guarantees the name)."""
+    assert s.platform_stack is not None
+    return PlatformRefs.from_stack_reference(pulumi.StackReference(PLATFORM_REFERENCE, stack_name=s.platform_stack))
+
+
+def build_experiment(settings: Settings, secrets: Secrets, tags: dict[str, str], refs: PlatformRefs,
+                     local: Platform | None = None) -> Experiment:
+    """The experiment's components. `local` is the platform built in the same program (a single stack): its
+    pools, identity, add-ons and services are used directly and waited for; without it (an experiment stack)
+    everything platform-side comes from `refs` and is already up."""
+    s = settings
+    if local is not None:
+        pools = local.pools  # a single stack's `pools` holds the GPU pool too
+        identity = local.identity.workload
+        cluster_refs = local.cluster_refs
+        storage_refs = local.storage_refs
+        image: pulumi.Input[str] = local.registry.image
+        platform_ready: list[pulumi.Resource] = [
+            *local.registry.ready, *[c for c in (local.tracking, local.sandboxes) if c]]
+        overrides: dict = {}
+    else:
+        # Region, cluster and vSwitches are the platform's: this stack never restates them.
+        provider = alicloud.Provider("alicloud", region=refs.region)
+        k8s_provider = k8s.Provider(
+            K8S_PROVIDER, kubeconfig=refs.kubeconfig,
+            # Keyed on the cluster id: the platform's credential is regenerated on its runs, which must update
+            # this provider, not replace every object of the experiment.
+            cluster_identifier=refs.cluster_id, enable_server_side_apply=True,
+            delete_unreachable=True if s.cluster.k8s_delete_unreachable else None)
+        vswitches = pulumi.Output.from_input(refs.node_vswitch_ids)
+        zone = s.gpu_pool.zone
+        net = NetworkRefs(vpc_id="", node_vswitch_ids={zone: vswitches.apply(lambda ids: ids[zone])})
+        pools = NodePools("pools", NodePoolsArgs(s, refs.cluster_id, net, tags, provider, egress_ready=[],
+                                                 system=False))
+        roles = Identity("identity", IdentityArgs(s, refs.bucket_name, refs.oidc_provider_arn, refs.oidc_issuer_url,
+                                                  tags, provider, k8s_provider, roles=EXPERIMENT_ROLES))
+        identity = roles.workload
+        cluster_refs = ClusterRefs(refs.cluster_id, k8s_provider)
+        storage_refs = StorageRefs(bucket_name=refs.bucket_name, endpoint=refs.oss_endpoint,  # type: ignore[arg-type]
+                                   auth="rrsa", csi_role_name=refs.csi_role_name)
+        image = refs.training_image
+        platform_ready = []
+        overrides = {"image": refs.training_image, "tracking_uri": refs.tracking_uri, "mcp_url": refs.mcp_url}
+
+    data = DataJobs("data", DataArgs(s, cluster_refs, storage_refs, identity, secrets.hf_token,
+                                     secrets.modelscope_token))
+    # The image onto each GPU node as it joins: only the namespace (and a single stack's registry) first.
+    prepull = ImagePrepull("prepull", s, image, pools.gpu_scheduling, identity.namespace, cluster_refs,  # type: ignore[arg-type]
+                           depends_on=[*identity.resources, *(local.registry.ready if local else [])]) \
+        if s.image.prepull else None
+    # The RayJob after GPU nodes, data, MLflow and MCP exist.
+    training = TrainingJob("train", TrainingJobArgs(s, cluster_refs, pools.gpu_scheduling, storage_refs, identity,
+                                                    secrets.sandbox_api_key,
+                                                    wait_for=[*pools.gpu_ready, *platform_ready, data],
+                                                    **overrides))
+    return Experiment(pools=pools, identity=identity, data=data, prepull=prepull, training=training, image=image)

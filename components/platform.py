@@ -1,0 +1,116 @@
+"""The platform: everything that outlives one training run.
+
+Network, the ACK cluster and its Kubernetes provider, the system pool, the add-ons, the bucket, the RRSA OIDC
+provider with the cluster-wide CSI role (and MLflow's), the ALB + TLS, the sandboxes + MCP, MLflow and the image
+registry. A `platform` stack builds this and exports `PlatformRefs` (components/wiring.py); a `single` stack builds
+it with the GPU pool and all roles included and hands the same objects to components/experiment.py directly.
+Logical names and type tokens are those a single stack always had, so an existing stack's plan does not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from components.cloud.addons import Addons, AddonsArgs, SandboxAddons, SandboxAddonsArgs, uses_sandbox_addons
+from components.cloud.cluster import Cluster, ClusterArgs
+from components.cloud.identity import Identity, IdentityArgs
+from components.cloud.ingress import Ingress, IngressArgs
+from components.cloud.network import Network, NetworkArgs, NetworkRefs, creates_network, existing_network_refs
+from components.cloud.nodepools import NodePools, NodePoolsArgs
+from components.cloud.registry import ImageRegistry
+from components.cloud.storage import Storage, StorageArgs
+from components.config import Settings
+from components.config.secrets import Secrets
+from components.wiring import AddonRefs, ClusterRefs, PlatformRefs, StorageRefs, mcp_url, tracking_uri
+from components.workloads.sandbox import SandboxArgs, Sandboxes
+from components.workloads.tracking import Tracking, TrackingArgs
+
+# RAM roles (components/cloud/identity.py RoleSpec.key) each kind of stack owns: the CSI fuse pods' role is
+# cluster-wide and MLflow runs on the platform; the data and training roles belong to one experiment.
+PLATFORM_ROLES = ("csi", "mlflow")
+EXPERIMENT_ROLES = ("data", "train")
+
+
+@dataclass
+class Platform:
+    """What build_platform made: the typed hand-over plus the in-program handles a single stack's experiment
+    waits on (an experiment stack has none of these: its platform is already up)."""
+
+    refs: PlatformRefs
+    alicloud_provider: pulumi.ProviderResource
+    network: Network | None
+    net_refs: NetworkRefs
+    cluster: Cluster
+    cluster_refs: ClusterRefs
+    pools: NodePools
+    identity: Identity
+    storage: Storage
+    storage_refs: StorageRefs
+    ingress: Ingress | None
+    registry: ImageRegistry
+    sandboxes: Sandboxes | None
+    tracking: Tracking | None
+
+
+def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -> Platform:
+    """The platform's components in dependency order. `settings.kind == "single"` also creates the GPU pool and
+    the experiment's roles (in the same `pools` and `identity` components a single stack always had)."""
+    s = settings
+    single = s.kind == "single"
+    # One explicit provider per cloud; stacks disable the default providers, so a resource that forgets its
+    # provider fails at preview instead of landing in whatever region the environment points at.
+    alicloud_provider = alicloud.Provider("alicloud", region=s.region)
+
+    network = Network("net", NetworkArgs(s, tags, alicloud_provider)) if creates_network(s) else None
+    net_refs = network.refs if network else existing_network_refs(s)
+    cluster = Cluster("ack", ClusterArgs(s, tags, net_refs, alicloud_provider))
+    pools = NodePools("pools", NodePoolsArgs(s, cluster.cluster_id, net_refs, tags, alicloud_provider,
+                                             egress_ready=network.egress_ready if network else [], gpu=single))
+    addons = Addons("addons", AddonsArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
+                                         pools.system_ready))
+    identity = Identity("identity", IdentityArgs(s, s.storage.bucket_name, cluster.oidc.provider_arn,
+                                                 cluster.oidc.issuer_url, tags, alicloud_provider, cluster.k8s_provider,
+                                                 roles=None if single else PLATFORM_ROLES))
+    storage = Storage("storage", StorageArgs(s, tags, alicloud_provider, cluster.k8s_provider, identity.csi_role_name,
+                                             secrets.oss_access_key_id, secrets.oss_access_key_secret,
+                                             identity.workload.resources, vpc_id=net_refs.vpc_id))
+    ingress = Ingress("ingress", IngressArgs(s, net_refs, tags, alicloud_provider, cluster.k8s_provider,
+                                             secrets.tls_certificate, secrets.tls_private_key,
+                                             addons.alb_ready)) if s.sandbox.domain else None
+    sandbox_addons = SandboxAddons("sandbox-addons", SandboxAddonsArgs(
+        s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider, secrets.sandbox_api_key, pools.system_ready,
+        ingress.ready if ingress else [])) if uses_sandbox_addons(s) else None
+    cluster_refs = ClusterRefs(cluster.cluster_id, cluster.k8s_provider, ready=pools.system_ready, addons=AddonRefs(
+        csi=addons.csi_ready, kuberay=addons.kuberay_ready, pod_identity=addons.pod_identity_ready,
+        sandbox=sandbox_addons.sandbox_ready if sandbox_addons else []))
+
+    sandboxes = Sandboxes("sandbox", SandboxArgs(s, cluster_refs, secrets.sandbox_api_key,
+                                                 sandbox_nodes_ready=pools.sandbox_ready)) \
+        if s.sandbox.enabled else None
+    tracking = Tracking("tracking", TrackingArgs(s, cluster_refs, storage.refs, identity.workload)) \
+        if s.tracking.enabled else None
+    # The training image's ACR repository and the credential helper; experiments pull what `training_image` names.
+    registry = ImageRegistry("image", s, cluster_refs, alicloud_provider)
+
+    refs = PlatformRefs(
+        region=s.region,
+        cluster_id=cluster.cluster_id,
+        kubeconfig=cluster.kubeconfig,
+        node_vswitch_ids=dict(net_refs.node_vswitch_ids),
+        bucket_name=storage.refs.bucket_name,
+        oss_endpoint=storage.refs.endpoint,
+        csi_role_name=identity.csi_role_name or "",
+        oidc_provider_arn=cluster.oidc.provider_arn,
+        oidc_issuer_url=cluster.oidc.issuer_url,
+        training_image=registry.image,
+        namespace=s.job.namespace,
+        mcp_url=mcp_url(s) if sandboxes else "",
+        tracking_uri=tracking_uri(s) or "",
+    )
+    return Platform(refs=refs, alicloud_provider=alicloud_provider, network=network, net_refs=net_refs,
+                    cluster=cluster, cluster_refs=cluster_refs, pools=pools, identity=identity, storage=storage,
+                    storage_refs=storage.refs, ingress=ingress, registry=registry, sandboxes=sandboxes,
+                    tracking=tracking)

@@ -1,0 +1,88 @@
+"""Who may reach the job's Ray cluster and the MLflow server (pure manifest builders; the training and tracking
+components create them).
+
+Ray's job API and dashboard (8265), GCS (6379) and client server (10001) have no authentication, and the job API
+runs any command on the GPU nodes; MLflow (5000) accepts any write. So each gets an Ingress NetworkPolicy that
+admits only the pods that must reach it:
+
+| target | from | ports |
+|---|---|---|
+| Ray pods of the job (head and workers: template label `app.kubernetes.io/name: verl-trainer`) | each other | all (GCS, raylets, object manager, NCCL) |
+| | the K8sJobMode submitter pod (KubeRay labels `ray.io/originated-from-cr-name: <job>`, `ray.io/originated-from-crd: RayJob`) | 8265 |
+| | the KubeRay operator (it polls the job's status on the dashboard; HTTPMode submits there) | 8265 |
+| MLflow | Ray pods (`verl-trainer`) in any namespace: an experiment stack's job runs beside, not in, the platform's | 5000 |
+
+SidecarMode submits from inside the head pod (127.0.0.1), so it needs no rule. `kubectl port-forward` reaches a
+pod through the kubelet inside the pod's own network namespace, so the exported port-forward commands keep working.
+KubeRay's labels and default ports: ray-project/kuberay v1.7.0 ray-operator/controllers/ray/utils/constant.go and
+rayjob_controller.go (getSubmitterTemplate); the operator chart's pod label: helm-chart/kuberay-operator
+templates/_helpers.tpl. Policies are enforced only where Terway has NetworkPolicy on (components/cloud/cluster.py).
+"""
+
+from __future__ import annotations
+
+from components.config import Settings
+from components.wiring import MLFLOW_PORT
+
+# KubeRay v1.7.0 utils/constant.go.
+RAY_DASHBOARD_PORT = 8265
+RAY_GCS_PORT = 6379
+RAY_CLIENT_PORT = 10001
+ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
+ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
+# The Ray pods' own template label (components/workloads/training/rayjob.py gpu_pod_template).
+RAY_POD_LABELS = {"app.kubernetes.io/name": "verl-trainer"}
+# The upstream operator chart labels its pods with the chart name; the Helm release runs in this namespace
+# (components/cloud/addons.py KUBERAY_NAMESPACE, repeated here so workloads do not import the cloud layer).
+KUBERAY_OPERATOR_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
+KUBERAY_HELM_NAMESPACE = "kuberay-system"
+PART_OF = {"app.kubernetes.io/part-of": "verl-ack"}
+
+
+def _namespace_selector(name: str) -> dict:
+    return {"matchLabels": {"kubernetes.io/metadata.name": name}}
+
+
+def kuberay_operator_peer(s: Settings) -> dict:
+    """The operator's pods. The Helm chart's namespace is known; the ACK add-on's is not published, so with
+    `versions.kuberay_source: addon` any namespace's pods carrying the chart's label qualify (docs/facts.md)."""
+    if s.versions.kuberay_source == "helm":
+        return {"namespaceSelector": _namespace_selector(KUBERAY_HELM_NAMESPACE),
+                "podSelector": {"matchLabels": dict(KUBERAY_OPERATOR_LABELS)}}
+    return {"namespaceSelector": {}, "podSelector": {"matchLabels": dict(KUBERAY_OPERATOR_LABELS)}}
+
+
+def ray_network_policy_manifest(s: Settings) -> dict:
+    j = s.job
+    dashboard = [{"protocol": "TCP", "port": RAY_DASHBOARD_PORT}]
+    ingress: list[dict] = [
+        # Head and workers talk on every port Ray and NCCL open (GCS, raylet, object manager, worker ports).
+        {"from": [{"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}}]},
+        {"from": [kuberay_operator_peer(s)], "ports": dashboard},
+    ]
+    if j.submission_mode == "K8sJobMode":
+        # The submitter Job's pod runs `ray job submit/logs --address http://<head>:8265` (KubeRay common/job.go).
+        ingress.append({"from": [{"podSelector": {"matchLabels": {ORIGINATED_FROM_CR_NAME: j.name,
+                                                                  ORIGINATED_FROM_CRD: "RayJob"}}}],
+                        "ports": dashboard})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{j.name}-ray-ingress", "namespace": j.namespace, "labels": dict(PART_OF)},
+        "spec": {"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}, "policyTypes": ["Ingress"],
+                 "ingress": ingress},
+    }
+
+
+def mlflow_network_policy_manifest(s: Settings, server_labels: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "mlflow-ingress", "namespace": s.job.namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "podSelector": {"matchLabels": dict(server_labels)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": dict(RAY_POD_LABELS)}}],
+                         "ports": [{"protocol": "TCP", "port": MLFLOW_PORT}]}],
+        },
+    }

@@ -1,0 +1,229 @@
+"""Platform and experiment stacks (docs/stacks.md): the platform builds everything long-lived and exports
+`PlatformRefs`; an experiment builds only what one run needs and reads every platform value through a
+StackReference. These tests run the real program on stacks/Pulumi.dev-platform.yaml and Pulumi.dev-grpo.yaml."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import plan
+from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
+from components.model import parse_settings
+from components.wiring import PlatformRefs
+from offline.engine import STACK_REFERENCE_TYPE, StackOutputs, run_program
+from offline.report.latency import RAYJOB_TYPE, is_gpu_pool, is_prepull
+from tests.conftest import REPO, SPLIT_STACKS, record, stack_settings
+
+PLATFORM, EXPERIMENT = "dev-platform", "dev-grpo"
+NODE_POOL = "alicloud:cs/nodePool:NodePool"
+# What only a platform may create: the network, the cluster, add-ons, the bucket, the ALB and its certificate,
+# DNS, the registry, Helm releases (KubeRay, sandbox charts) and the shared services' workloads.
+PLATFORM_TYPE_PREFIXES = ("alicloud:vpc/", "alicloud:cs/managedKubernetes", "alicloud:cs/kubernetesAddon",
+                          "alicloud:cs/autoscalingConfig", "alicloud:oss/", "alicloud:alb/", "alicloud:cas/",
+                          "alicloud:alidns/", "alicloud:dns/", "alicloud:cr/", "alicloud:cs/registryEnterprise",
+                          "alicloud:ecs/", "kubernetes:helm.sh/", "kubernetes:apps/v1:Deployment",
+                          "kubernetes:apps/v1:StatefulSet")
+
+
+def _custom(rec):
+    return [r for r in rec.resources if r.custom]
+
+
+def test_the_split_stacks_are_a_platform_and_an_experiment_on_it():
+    assert sorted(SPLIT_STACKS) == sorted([PLATFORM, EXPERIMENT])
+    exp = parse_settings(stack_settings(EXPERIMENT))
+    assert exp.kind == "experiment" and exp.platform_stack.endswith(f"/{PROJECT}/{PLATFORM}")
+    assert parse_settings(stack_settings(PLATFORM)).kind == "platform"
+
+
+def test_the_platform_creates_no_gpu_pool_no_training_and_no_experiment_data():
+    rec = record(PLATFORM)
+    assert [r.name for r in rec.resources if is_gpu_pool(r)] == []
+    assert rec.by_type(RAYJOB_TYPE) == []
+    assert rec.by_type("kubernetes:batch/v1:Job") == [], "data staging belongs to the experiment"
+    assert [r.name for r in rec.resources if is_prepull(r)] == [], "GPU nodes, and their pre-pull, are the experiment's"
+    assert [r.name for r in rec.by_type(NODE_POOL)] == ["pools-system"]
+    roles = sorted(r.name for r in rec.by_type("alicloud:ram/role:Role"))
+    assert roles == ["identity-role-csi", "identity-role-mlflow"], "the data and training roles are per experiment"
+
+
+def test_the_platform_exports_every_value_an_experiment_reads_with_the_kubeconfig_secret():
+    rec = record(PLATFORM)
+    missing = sorted(set(PlatformRefs.KEYS) - set(rec.outputs))
+    assert not missing, f"platform outputs lack {missing}"
+    assert rec.secret_outputs == ["kubeconfig"]
+    assert rec.outputs["kubeconfig"] == "[secret]"
+    assert "@sha256:" in rec.outputs["training_image"], "experiments run the image pinned by digest"
+    assert ".aliyuncs.com/" in rec.outputs["training_image"], "the image comes from the in-region registry"
+
+
+def test_the_experiment_creates_no_platform_resource():
+    rec = record(EXPERIMENT)
+    owned = [f"{r.type}::{r.name}" for r in _custom(rec) if r.type.startswith(PLATFORM_TYPE_PREFIXES)]
+    assert owned == [], f"an experiment must not create platform resources: {owned}"
+    assert [r.name for r in rec.by_type(NODE_POOL)] == ["pools-gpu"]
+    assert all(is_gpu_pool(r) for r in rec.by_type(NODE_POOL))
+
+
+def test_destroying_an_experiment_leaves_nothing_of_it_billing():
+    """Everything it owns is the GPU pool (bills while it exists), Kubernetes objects and its RAM roles (free):
+    `pulumi destroy -s dev-grpo` removes all of it and leaves the platform, its bucket and checkpoints alone."""
+    rec = record(EXPERIMENT)
+    allowed = ("kubernetes:", "alicloud:ram/", "pulumi:providers:", NODE_POOL, STACK_REFERENCE_TYPE)
+    other = [f"{r.type}::{r.name}" for r in _custom(rec) if not r.type.startswith(allowed)]
+    assert other == []
+    [ref] = rec.by_type(STACK_REFERENCE_TYPE)
+    assert ref.options["read"] is True, "the reference is a read: destroying the experiment deletes nothing of it"
+    kept = [r.name for r in _custom(rec) if r.options.get("retain_on_delete") or r.options.get("protect")]
+    assert kept == [], f"an experiment keeps nothing after destroy: {kept}"
+
+
+def test_the_platforms_bucket_is_protected_so_checkpoints_outlive_every_experiment():
+    rec = record(PLATFORM)
+    bucket = rec.get("alicloud:oss/bucket:Bucket", "storage-bucket")
+    assert bucket.options["protect"] and bucket.options["retain_on_delete"]
+
+
+def test_experiment_kubernetes_objects_use_its_own_provider_built_from_the_platforms_secret_kubeconfig():
+    rec = record(EXPERIMENT)
+    [provider] = rec.by_type("pulumi:providers:kubernetes")
+    assert provider.name == "platform-k8s" and provider.inputs["kubeconfig"] == "[secret]"
+    [ref] = rec.by_type(STACK_REFERENCE_TYPE)
+    assert ref.urn in provider.property_dependencies["kubeconfig"]
+    assert ref.urn in provider.property_dependencies["clusterIdentifier"]
+    for r in rec.resources:
+        if r.is_kubernetes:
+            assert r.provider.split("::")[-2] == "platform-k8s", r.urn
+
+
+def _distinct_platform_outputs() -> StackOutputs:
+    """The dev-platform outputs with every value made distinctive, so a value found in the experiment can only
+    have come through the StackReference (the experiment's settings name none of these)."""
+    real = record(PLATFORM)
+    outputs = dict(real.outputs)
+    outputs.update({
+        "region": "ap-southeast-1", "cluster_id": "c-from-reference", "bucket_name": "bucket-from-reference",
+        "oss_endpoint": "oss-from-reference-internal.aliyuncs.com", "csi_role_name": "csi-role-from-reference",
+        "oidc_provider_arn": "acs:ram::1:oidc-provider/from-reference", "oidc_issuer_url": "https://issuer-from-reference",
+        "training_image": "reg-vpc.ap-southeast-1.cr.aliyuncs.com/ns/from-reference:t@sha256:" + "1" * 64,
+        "namespace": "platform-ns", "mcp_url": "http://mcp-from-reference:1/mcp",
+        "tracking_uri": "http://mlflow-from-reference:5000",
+        "node_vswitch_ids": {"ap-southeast-1a": "vsw-from-reference-a", "ap-southeast-1b": "vsw-from-reference-b"},
+    })
+    return StackOutputs(outputs, list(real.secret_outputs))
+
+
+@pytest.fixture(scope="module")
+def referenced():
+    config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml")
+    settings = parse_settings(stack_settings(EXPERIMENT))
+    return run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=EXPERIMENT,
+                       stack_references={settings.platform_stack: _distinct_platform_outputs()})
+
+
+def test_every_input_that_names_a_platform_thing_derives_from_the_reference(referenced):
+    rec = referenced
+    [ref] = rec.by_type(STACK_REFERENCE_TYPE)
+
+    def from_ref(r, prop):
+        assert ref.urn in r.property_dependencies.get(prop, []), f"{r.urn}: {prop} does not come from the reference"
+
+    pool = rec.get(NODE_POOL, "pools-gpu")
+    assert pool.inputs["clusterId"] == "c-from-reference"
+    from_ref(pool, "clusterId")
+    [alicloud] = rec.by_type("pulumi:providers:alicloud")
+    from_ref(alicloud, "region")
+    for role in rec.by_type("alicloud:ram/role:Role"):
+        trust = json.loads(role.inputs["assumeRolePolicyDocument"])
+        principal = trust["Statement"][0]["Principal"]["Federated"]
+        assert principal == ["acs:ram::1:oidc-provider/from-reference"], role.urn
+        assert trust["Statement"][0]["Condition"]["StringEquals"]["oidc:iss"] == "https://issuer-from-reference"
+        from_ref(role, "assumeRolePolicyDocument")
+    for policy in rec.by_type("alicloud:ram/policy:Policy"):
+        assert "acs:oss:*:*:bucket-from-reference" in policy.inputs["policyDocument"], policy.urn
+        from_ref(policy, "policyDocument")
+    for pv in rec.by_type("kubernetes:core/v1:PersistentVolume"):
+        attrs = pv.inputs["spec"]["csi"]["volumeAttributes"]
+        assert attrs["bucket"] == "bucket-from-reference" and "oss-from-reference" in attrs["url"], pv.urn
+        assert attrs.get("roleName") in (None, "csi-role-from-reference"), pv.urn
+        from_ref(pv, "spec")
+    for job in rec.by_type("kubernetes:batch/v1:Job"):
+        env = {e["name"]: e.get("value") for c in job.inputs["spec"]["template"]["spec"]["containers"]
+               for e in c.get("env", [])}
+        assert env["OSS_BUCKET"] == "bucket-from-reference", job.urn
+        assert env["OSS_ENDPOINT"] == "oss-from-reference-internal.aliyuncs.com", job.urn
+    [rayjob] = rec.by_type(RAYJOB_TYPE)
+    head = rayjob.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert head["image"] == _distinct_platform_outputs().outputs["training_image"]
+    assert {"name": "MLFLOW_TRACKING_URI", "value": "http://mlflow-from-reference:5000"} in head["env"]
+    from_ref(rayjob, "spec")
+    [prepull] = [r for r in rec.resources if is_prepull(r)]
+    assert prepull.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == head["image"]
+    assert rec.outputs["training_image"] == head["image"]
+    # The MCP servers file (a secret) names the platform's MCP URL; it stays a secret in the recording.
+    assert rec.get("kubernetes:core/v1:Secret", "train-mcp").inputs["stringData"] == {"mcp_servers.json": "[secret]"}
+    from_ref(rec.get("kubernetes:core/v1:Secret", "train-mcp"), "stringData")
+
+
+def test_an_experiment_without_its_platform_rendered_fails_loudly():
+    config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml")
+    with pytest.raises(Exception, match="was not rendered first"):
+        run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=EXPERIMENT)
+
+
+@pytest.fixture(scope="module")
+def pair_plan(tmp_path_factory):
+    return plan.build_plan(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml", EXPERIMENT, tmp_path_factory.mktemp("p") / "out")
+
+
+def test_the_warm_platform_critical_path_excludes_everything_the_platform_owns(pair_plan):
+    latency = pair_plan["sections"]["latency"]
+    steps = [st["type"] for st in latency["path"]]
+    assert not [t for t in steps if t.startswith(PLATFORM_TYPE_PREFIXES)], steps
+    assert steps[0] == STACK_REFERENCE_TYPE and steps[1] == NODE_POOL, "the GPU pool starts as soon as the read"
+    assert latency["image_pull"]["via_nat"] is False, "the image never crosses the NAT"
+    assert latency["phases"]["RayJob submission"] == parse_settings(
+        stack_settings(EXPERIMENT)).latency.job_submit_no_pip_minutes, "the built image installs nothing at start"
+
+
+def test_a_new_platform_plus_experiment_is_within_1_1x_the_unavoidable_chain(pair_plan):
+    split = pair_plan["sections"]["latency"]["split"]
+    assert split["fresh_first_step_minutes"] <= 1.1 * split["chain_minutes"], split
+    assert split["gpu_avoidable_idle_minutes"] <= 5.0, split
+    assert split["sequential_first_step_minutes"] == pytest.approx(
+        split["platform_up_minutes"] + split["warm_first_step_minutes"])
+
+
+@pytest.mark.xfail(strict=True, reason="ESTIMATE gap (docs/latency.md): the experiment's own GPU pool join (10 min) "
+                   "plus the job's start (~12 min) exceed 15 min; only a GPU pool that outlives the experiment meets it")
+def test_an_experiment_on_a_warm_platform_reaches_its_first_step_within_15_minutes(pair_plan):
+    assert pair_plan["sections"]["latency"]["split"]["warm_first_step_minutes"] <= 15.0
+
+
+def test_plan_md_states_both_figures_and_who_owns_the_gpu_nodes(pair_plan, tmp_path):
+    out = tmp_path / "p"
+    plan.build_plan(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml", EXPERIMENT, out)
+    md = (out / "plan.md").read_text()
+    assert "new platform + experiment" in md and "experiment on a warm platform" in md
+    assert "Who owns the GPU nodes:** the experiment stack" in md
+    plan.build_plan(STACKS_DIR / f"Pulumi.{PLATFORM}.yaml", PLATFORM, tmp_path / "q")
+    assert "The platform stack owns no GPU node" in (tmp_path / "q" / "plan.md").read_text()
+
+
+def test_plan_refuses_an_experiment_whose_platform_stack_file_is_missing(tmp_path, capsys):
+    raw = stack_settings(EXPERIMENT, {"platform_stack": "organization/verl-ack/no-such-platform"})
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text(json.dumps({"config": {SETTINGS_KEY: raw}}))
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "no-such-platform" in capsys.readouterr().err
+
+
+def test_plan_refuses_an_experiment_in_another_region_than_its_platform(tmp_path, capsys):
+    raw = stack_settings(EXPERIMENT, {"region": "cn-hangzhou", "zones": ["cn-hangzhou-a"],
+                                      "gpu_pool": {"zone": "cn-hangzhou-a"}})
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text(json.dumps({"config": {SETTINGS_KEY: raw}}))
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "use its region" in capsys.readouterr().err
