@@ -222,8 +222,8 @@ def test_shm_defaults_to_a_quarter_of_the_pod_capped_at_64_gib():
         assert dshm["emptyDir"]["sizeLimit"] == expected, stack
 
 
-def test_shm_larger_than_the_pod_memory_is_refused():
-    with pytest.raises(RayJobError, match=r"job.shm_gib"):
+def test_shm_larger_than_the_pod_memory_is_refused_at_preview_as_a_settings_problem():
+    with pytest.raises(SettingsError, match=r"job.shm_gib 60: /dev/shm is memory-backed"):
         build("existing-ecs", {"job": {"shm_gib": 60}})
 
 
@@ -242,8 +242,9 @@ def test_the_official_image_installs_the_pinned_packages_at_start_and_a_built_im
     assert image.endswith(":abc123")
 
 
-def test_an_engine_the_image_does_not_ship_is_refused():
-    with pytest.raises(RayJobError, match=r"rollout_engine sglang does not run on verlai/verl:vllm024\.dev2"):
+def test_an_engine_the_image_does_not_ship_is_refused_at_preview_as_a_settings_problem():
+    with pytest.raises(SettingsError, match=r"rollout_engine sglang does not run on versions.verl_image "
+                                            r"verlai/verl:vllm024\.dev2"):
         build("dev", {"training": {"rollout_engine": "sglang"}})
     _, manifest = build("dev", {"training": {"rollout_engine": "sglang"},
                                 "versions": {"verl_image": "verlai/verl:sgl0512.latest", "verl_image_digest": None}})
