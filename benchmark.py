@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the offline plan: what importing the SDKs costs, how long the dev stack's plan takes, and how
-plan time and resource count grow with the GPU layout (1 to 64 nodes) and the sandbox pool (3 to 1024).
+plan time and resource count grow with the GPU layout (1 to 64 nodes) and the sandbox pool (3 to 1024); and the
+modelled time to the first step of the dev-platform + dev-grpo pair against its targets.
 
     python benchmark.py [--json out/bench.json] [--repeat 3]
 
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     result["gpu_scaling"] = scale("(c) GPU nodes", GPU_STACK, GPU_NODES, gpu_overrides, "gpu_nodes")
     result["sandbox_scaling"] = scale("(c) sandbox pool", SANDBOX_STACK, SANDBOX_POOLS, sandbox_overrides,
                                       "sandbox_pool")
+    result["split"] = split_figures_report()
     result["total_s"] = round(time.perf_counter() - started, 1)
     print(f"\nbenchmark took {result['total_s']} s")
     if args.json:
@@ -159,6 +161,21 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
+
+
+def split_figures_report() -> dict:
+    """(d) The modelled time to the first step of the dev-platform + dev-grpo pair, against its targets (ESTIMATE,
+    docs/latency.md): a new platform + experiment, and an experiment on a warm platform."""
+    with tempfile.TemporaryDirectory() as tmp:
+        split = build_plan(STACKS_DIR / "Pulumi.dev-grpo.yaml", "dev-grpo", Path(tmp) / "x")["sections"]["latency"]["split"]
+    print("\n(d) modelled time to first step, dev-platform + dev-grpo (ESTIMATE, not a measurement):")
+    print("| figure | minutes |\n|---|---|")
+    for key in ("fresh_first_step_minutes", "chain_minutes", "gpu_avoidable_idle_minutes", "warm_first_step_minutes",
+                "sequential_first_step_minutes"):
+        print(f"| {key} | {split[key]:.1f} |")
+    for target, met in split["targets"].items():
+        print(f"| target: {target} | {'met' if met else 'NOT met'} |")
+    return split
 
 
 if __name__ == "__main__":

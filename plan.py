@@ -230,6 +230,10 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
     if platform_settings.region != settings.region:
         raise problem(f"the platform is in {platform_settings.region} but this experiment says region "
                       f"{settings.region}; the GPU pool joins the platform's cluster, so use its region")
+    if platform_settings.storage.bucket_name != settings.storage.bucket_name:
+        raise problem(f"storage.bucket_name {settings.storage.bucket_name!r} is not the platform's bucket "
+                      f"{platform_settings.storage.bucket_name!r}; the program reads the bucket from the platform, and "
+                      "teardown.py keeps checkpoints from the bucket this file names: give the platform's")
     if platform_settings.job.namespace == settings.job.namespace:
         raise problem(f"job.namespace {settings.job.namespace!r} is the platform's own namespace (MLflow); give the "
                       "experiment its own")

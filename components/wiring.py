@@ -194,7 +194,8 @@ class PlatformRefs:
     def from_stack_reference(cls, ref: pulumi.StackReference) -> PlatformRefs:
         """Every field from the platform's outputs; a missing output fails the preview (require_output)."""
         values = {k: ref.require_output(k) for k in cls.KEYS}
-        values["kubeconfig"] = pulumi.Output.secret(values["kubeconfig"])
+        for key in cls.SECRET_KEYS:  # secret however the platform's outputs were read
+            values[key] = pulumi.Output.secret(values[key])
         return cls(**values)
 
 

@@ -18,9 +18,14 @@ from components.config import Settings
 from components.model.presets import ModelPreset, allowed_rollout_tp, preset_of, vllm_tp_ok
 
 GIB = 1024**3
-# CUDA context, NCCL buffers and allocator fragmentation per GPU; a conservative constant (observed
-# 1.5-3 GiB on H100/H20 with NCCL 2.2x), not a measurement of this stack.
+# Memory on the GPU outside PyTorch's allocator: CUDA context, NCCL and library workspaces (1.3 GiB measured
+# on an H200 with torch 2.11, NCCL 2.28; more with real NCCL peers and vLLM's sleeping process beside it).
 RUNTIME_OVERHEAD_GIB = 2.5
+# Fitted to tools/measure_memory.py runs of verl's actor step (components/model/memory_calibration.json,
+# docs/memory.md): what the caching allocator reserves beyond the peak it hands out, as a fraction of that
+# peak, plus bytes per embedding/LM-head parameter (the unsharded root FSDP unit's odd-sized blocks).
+ALLOCATOR_SLACK = 0.20
+ROOT_UNIT_SLACK_BYTES = 3.5
 WARN_FRACTION = 0.90  # warn when the estimated peak passes 90 % of a GPU
 RAY_CPUS_PER_GPU = 3  # verl's placement-group bundle is {CPU: 3, GPU: 1} (single_controller/ray/base.py)
 NODE_RESERVED_CPUS = 4  # kubelet, CSI fuse pods, device plugin, logging daemons
@@ -107,26 +112,48 @@ def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, pa
                     uses_ref: bool) -> MemoryEstimate:
     """Per-GPU memory of the two phases that peak in a verl hybrid-engine step.
 
-    Training phase: verl's FSDP actor loads parameters and optimizer back onto the GPU for the update even
-    when offload is on (offload frees them only between phases), so the update holds the fp32 master
-    parameters (4 B), fp32 gradients (4 B) and Adam moments (8 B) per parameter, sharded over all GPUs, plus
-    activations (gradient checkpointing: one bf16 hidden state per layer, one layer's recompute working set,
-    and fp32 logits with their log-softmax).
+    Training phase, as verl 0.9.1's FSDP engine runs it (calibrated against tools/measure_memory.py, see
+    docs/memory.md). The allocator's peak is the larger of
+    - the update: fp32 master parameters, gradients and Adam moments (16 B per parameter, sharded over all
+      GPUs; verl loads offloaded state back for the update), plus either one micro batch's activations
+      (bf16 logits over the vocabulary, whose fp32 log-softmax runs in chunks and backward in place; one bf16
+      hidden state per layer kept by gradient checkpointing; one layer's recompute working set; the root
+      FSDP unit, embeddings and LM head, gathered in bf16 with an fp32 gradient, unsharded) or AdamW's step,
+      which holds one more fp32 temporary per parameter;
+    - the old-log-prob forward (no gradients, `log_prob_micro_batch_size_per_gpu`): parameters and whatever
+      optimizer state is not offloaded, the bf16 logits and the gathered root unit.
+    PyTorch reserves more than that peak (ALLOCATOR_SLACK, ROOT_UNIT_SLACK_BYTES), and the CUDA context and
+    NCCL sit outside it (RUNTIME_OVERHEAD_GIB).
     Rollout phase: vLLM wakes up and takes `gpu_memory_utilization` of the GPU while whatever the actor and
     reference did not offload stays resident; vLLM's own bf16 weight shard must fit inside its share.
     """
     p = preset.params_billion * 1e9
     gpu = s.gpu_pool.gpu_memory_gib
     t = s.training
-    tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz
-              else micro * (t.max_prompt_length + t.max_response_length)) / t.ulysses_sequence_parallel_size
-    checkpoints = preset.layers * tokens * preset.hidden_size * 2
-    layer_work = tokens * (preset.hidden_size * 12 + preset.intermediate_size * 4) * 2
-    logits = tokens * preset.vocab_size * 4 * 2
-    # FSDP unshards one layer (and prefetches the next) in bf16 during forward/backward.
-    layer_params = (p / preset.layers) * 2 * 2
+    h, layers, vocab = preset.hidden_size, preset.layers, preset.vocab_size
+    kv = preset.kv_heads * (h // preset.attention_heads)
+    # q/k/v (with biases), o, the SwiGLU MLP and two norms; what the card's count has beyond the decoder
+    # layers is the embedding table and, when untied (7B and up), the LM head.
+    layer_size = 2 * h * h + 2 * h * kv + h + 2 * kv + 3 * h * preset.intermediate_size + 2 * h
+    embed = max(p - layers * layer_size, vocab * h)
+    seq = t.max_prompt_length + t.max_response_length
+    log_prob_micro = _pick(s.model.log_prob_micro_batch_size_per_gpu, preset.log_prob_micro_batch_size_per_gpu)
+    sp = t.ulysses_sequence_parallel_size
+    tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz else micro * seq) / sp
+    log_prob_tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz else log_prob_micro * seq) / sp
+
     actor_states = 16 * p / world
-    train = (actor_states + checkpoints + layer_work + logits + layer_params) / GIB + RUNTIME_OVERHEAD_GIB
+    adam_step = 4 * p / world
+    logits = tokens * vocab * 2
+    checkpoints = layers * tokens * h * 2
+    layer_work = tokens * (h * 12 + preset.intermediate_size * 4) * 2
+    root_unit = embed * (2 + 4)
+    update = actor_states + max(logits + checkpoints + layer_work + root_unit, adam_step)
+    log_prob = ((4 if optimizer_offload else 12) * p / world + log_prob_tokens * vocab * 2 + embed * 2
+                + log_prob_tokens * h * 16)
+    allocated = max(update, log_prob)
+    slack = ALLOCATOR_SLACK * allocated + ROOT_UNIT_SLACK_BYTES * embed
+    train = (allocated + slack) / GIB + RUNTIME_OVERHEAD_GIB
 
     resident_actor = (0 if param_offload else 4 * p / world) + (0 if optimizer_offload else 8 * p / world)
     resident_ref = 0 if (ref_offload or not uses_ref) else 2 * p / world
@@ -151,10 +178,13 @@ def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, pa
         host_offload_gib_per_node=round(host * gpus_per_node / GIB, 2),
         breakdown={
             "actor_fp32_params_grads_adam": round(actor_states / GIB, 2),
+            "adam_step_temporary": round(adam_step / GIB, 2),
             "activation_checkpoints": round(checkpoints / GIB, 2),
             "recompute_working_set": round(layer_work / GIB, 2),
-            "logits_fp32": round(logits / GIB, 2),
-            "unsharded_layer_bf16": round(layer_params / GIB, 2),
+            "logits_bf16": round(logits / GIB, 2),
+            "root_unit_unsharded": round(root_unit / GIB, 2),
+            "log_prob_phase": round(log_prob / GIB, 2),
+            "allocator_slack": round(slack / GIB, 2),
             "resident_during_rollout": round((resident_actor + resident_ref) / GIB, 2),
             "runtime_overhead": RUNTIME_OVERHEAD_GIB,
         },

@@ -62,12 +62,24 @@ def cloud_section(s: Settings, recording):
         keep = "kept" if c.mode == "existing" else "uninstalled"
         addon_rows += [(r, s.versions.addons[r].name, s.versions.addons[r].version or "default", keep)
                        for r in ("sandbox_controller", "sandbox_manager")]
+    # The roles this stack creates: a platform the CSI and MLflow roles, an experiment its data and training roles.
+    created = {r.inputs.get("roleName") for r in recording.by_type("alicloud:ram/role:Role")}
     roles = [{"role": r.role_name, "subject": r.subject, "read": list(r.read), "write": list(r.write)}
-             for r in role_specs(s)]
+             for r in role_specs(s) if r.role_name in created]
+    if s.kind == "platform":
+        rows = [(k, "none: each experiment stack creates (and its destroy removes) its own; `gpu_pool` here only "
+                 "sets the cluster's GPU needs" if k == "GPU pool" else v) for k, v in rows]
+    elif s.kind == "experiment":
+        # Everything but the GPU pool is the platform's, read from its outputs; the settings' values do not apply.
+        rows = [("platform", f"`{s.platform_stack}` (StackReference): cluster, vSwitches, bucket, OIDC provider, "
+                             "MCP URL, MLflow URI and image are read from its outputs; none is created here"),
+                *[(k, v) for k, v in rows if k in ("GPU pool", "OSS auth")]]
+        addon_rows = []
 
     md = ["| cloud layer | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
-    md += ["", "| add-on role | name | version | on destroy |", "|---|---|---|---|"]
-    md += [f"| {a} | `{b}` | {v} | {d} |" for a, b, v, d in addon_rows]
+    if addon_rows:
+        md += ["", "| add-on role | name | version | on destroy |", "|---|---|---|---|"]
+        md += [f"| {a} | `{b}` | {v} | {d} |" for a, b, v, d in addon_rows]
     if roles:
         md += ["", "| RAM role (RRSA) | trusted service account | read | write |", "|---|---|---|---|"]
         md += [f"| {r['role']} | `{r['subject']}` | {', '.join(r['read'])} | {', '.join(r['write'])} |" for r in roles]

@@ -176,7 +176,12 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
         f"the finished Ray cluster stays {ttl_min:.1f} min (job.ttl_seconds_after_finished)",
         f"the stack is up {run_min:.1f} min for the run; every hourly line bills for that time unless noted",
     ]
-    if g.kind == "lingjun":
+    # A platform stack owns no GPU node and an experiment only its GPU pool and data: each bills what it owns
+    # (docs/stacks.md), so a pair's costs add up without counting anything twice.
+    gpu_hours = 0.0
+    if s.kind == "platform":
+        assumptions.append("platform stack: no GPU node (each experiment stack bills its own GPU pool)")
+    elif g.kind == "lingjun":
         gpu_hours = g.nodes * H
         bill("gpu_nodes", f"Lingjun GPU nodes ({g.nodes} x {g.gpu_model or 'GPU node'})", "node-hour",
              "lingjun_node_hour", gpu_hours, g.nodes)
@@ -198,7 +203,12 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
             f"{c.scale_down_minutes:g} min after the run (autoscaler scale-down), priced as {itype}")
     sp = s.system_pool
     sys_type = sp.instance_types[0]
-    sys_hours = sp.nodes * H
+    sys_hours = sp.nodes * H if s.kind != "experiment" else 0.0
+    if s.kind == "experiment":
+        assumptions.append("experiment stack: the cluster, system pool, NAT, ALB and MLflow are the platform's and "
+                           "billed there; this estimate counts the GPU pool and the experiment's OSS data")
+        return _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, sys_hours, lines, idle,
+                         assumptions, bill, month)
     bill("system_nodes", f"system pool ({sp.nodes} x {sys_type})", "node-hour", sys_type, sys_hours, sp.nodes)
     bill("system_disks", f"system pool disks ({sp.nodes} x {sp.system_disk_gib} GiB)", "GiB-month", "disk_gib_month",
          sp.system_disk_gib * sys_hours * month, sp.nodes * sp.system_disk_gib * month)
@@ -220,7 +230,15 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
     if s.tracking.enabled:
         bill("tracking_disk", f"MLflow backend disk ({s.tracking.disk_gib} GiB)", "GiB-month", "disk_gib_month",
              s.tracking.disk_gib * H * month, s.tracking.disk_gib * month)
-    store = storage_gib(s, steps)
+    return _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, sys_hours, lines, idle,
+                     assumptions, bill, month)
+
+
+def _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, sys_hours, lines, idle, assumptions,
+              bill, month) -> CostEstimate:
+    """The OSS line and the estimate itself (shared by single, platform and experiment stacks)."""
+    # The experiments' data and checkpoints are theirs: a platform's estimate counts no OSS data of its own.
+    store = storage_gib(s, steps) if s.kind != "platform" else {}
     total_gib = sum(store.values())
     bill("oss", f"OSS storage ({total_gib:.1f} GiB)", "GiB-month", "oss_gib_month", total_gib * H * month,
          total_gib * month)

@@ -501,7 +501,7 @@ def latency_section(s: Settings, recording: Recording):
         if platform is not None and platform.fresh is not None:
             split = split_figures(s, cp, platform)
             md += "\n\n" + split_markdown(split)
-            data["split"] = asdict(split)
+            data["split"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(split).items()}
         else:
             md += "\n\n- note: the platform stack was not rendered, so only the warm-platform figure is shown"
         md += "\n\n" + OWNERSHIP

@@ -14,6 +14,10 @@ def data_section(s: Settings, recording):
     """Plan section: the objects the data Jobs write, the Jobs' names and where tracking lives."""
 
     files = dataset_files(s)
+    uri = tracking_uri(s)
+    platform = getattr(recording, "platform", None)
+    if s.kind == "experiment" and platform is not None:
+        uri = platform.recording.outputs.get("tracking_uri") or None  # the platform's MLflow, read by reference
     jobs = [r.inputs.get("metadata", {}).get("name") for r in recording.by_type("kubernetes:batch/v1:Job")]
     rows = [
         ("dataset objects", ", ".join(f"`{k}`" for k in files.written)),
@@ -22,10 +26,10 @@ def data_section(s: Settings, recording):
                          f"{scratch_disk_gib(s)} GiB)"),
         ("data Jobs", ", ".join(f"`{j}`" for j in jobs if j) or "none"),
         ("pip pins", ", ".join(f"{k}=={v}" for k, v in sorted(s.versions.pipeline_packages.items()))),
-        ("MLflow", f"`{tracking_uri(s)}`" if s.tracking.enabled else "disabled"),
+        ("MLflow", f"`{uri}`" if s.tracking.enabled else "disabled"),
     ]
     data = {"dataset_files": list(files.written), "train": files.train, "test": files.test,
-            "model_path": model_path(s), "data_jobs": jobs, "tracking_uri": tracking_uri(s)}
+            "model_path": model_path(s), "data_jobs": jobs, "tracking_uri": uri}
     return Section("data", "Data and tracking", table(rows, ("data and tracking", "value")), data)
 
 
@@ -35,6 +39,13 @@ def sandbox_section(s: Settings, recording):
     sb, t = s.sandbox, s.training
     if not sb.enabled:
         return Section("sandbox", "Sandboxes", "sandbox.enabled is false: no sandboxes, no MCP tool.", {})
+    platform = getattr(recording, "platform", None)
+    if s.kind == "experiment":
+        url = platform.recording.outputs.get("mcp_url") if platform is not None else None
+        return Section("sandbox", "Sandboxes",
+                       f"The sandboxes and their MCP server are the platform's (`{s.platform_stack}`); its plan sizes "
+                       f"the warm pool. This job's MCP endpoint, read from the platform: `{url or 'not rendered'}`.",
+                       {"mcp_url": url})
     p = pool_size(s)
     rows = [
         ("manager", sb.manager),

@@ -1,0 +1,91 @@
+"""The training-phase memory estimate against measured peaks: the calibration table
+(`memory_calibration.json`, written by tools/calibrate.sh with tools/measure_memory.py on real GPUs) and the
+estimate's error on each of its points. docs/memory.md says how the table was made and how to remake it.
+
+The estimate must never be below the measured peak PyTorch reserved, and at most UPPER_RATIO above it; a
+point that ran out of memory must be estimated above the GPU's memory (the layout check would refuse it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from components.config import Settings
+from components.model.layout import estimate_memory
+from components.model.presets import PRESETS
+
+TABLE = Path(__file__).with_name("memory_calibration.json")
+UPPER_RATIO = 1.25
+
+
+@dataclass(frozen=True)
+class CalibrationPoint:
+    preset: str
+    world_size: int
+    seq_len: int
+    micro_batch: int
+    log_prob_micro_batch: int
+    status: str  # "ok", or "oom" when the measured step ran out of the GPU's memory
+    measured_reserved_gib: float
+    estimated_gib: float
+    gpu_gib: float
+    gpu_name: str
+
+    @property
+    def ratio(self) -> float:
+        return round(self.estimated_gib / self.measured_reserved_gib, 3)
+
+    @property
+    def within_bounds(self) -> bool:
+        if self.status == "oom":
+            return self.estimated_gib > self.gpu_gib
+        return 1.0 <= self.ratio <= UPPER_RATIO
+
+
+def load_table(path: Path = TABLE) -> list[dict]:
+    return json.loads(path.read_text())["points"]
+
+
+def _point_settings(s: Settings, row: dict) -> Settings:
+    """The stack's settings with everything the estimate reads pinned to the measured point, so the result
+    does not depend on which stack asks."""
+    c = row["config"]
+    training = s.training.model_copy(update={
+        "max_prompt_length": c["prompt_len"], "max_response_length": c["seq_len"] - c["prompt_len"],
+        "use_dynamic_bsz": False, "ulysses_sequence_parallel_size": 1})
+    model = s.model.model_copy(update={"log_prob_micro_batch_size_per_gpu": c["log_prob_micro_batch"]})
+    gpu_pool = s.gpu_pool.model_copy(update={"gpu_memory_gib": row["machine"]["gpu_memory_gib"]})
+    return s.model_copy(update={"training": training, "model": model, "gpu_pool": gpu_pool})
+
+
+def calibration_error(s: Settings, table: list[dict] | None = None) -> list[CalibrationPoint]:
+    """The estimate next to the measurement for every preset point of the table (any stack's settings)."""
+    out = []
+    for row in load_table() if table is None else table:
+        if row["preset"] not in PRESETS or row["status"] not in ("ok", "oom"):
+            continue
+        preset, c = PRESETS[row["preset"]], row["config"]
+        est = estimate_memory(_point_settings(s, row), preset, world=c["world_size"], tp=preset.rollout_tp,
+                              param_offload=c["param_offload"], optimizer_offload=c["optimizer_offload"],
+                              ref_offload=preset.ref_param_offload, gpu_mem_util=preset.gpu_memory_utilization,
+                              micro=c["micro_batch"], uses_ref=True)
+        out.append(CalibrationPoint(
+            preset=row["preset"], world_size=c["world_size"], seq_len=c["seq_len"], micro_batch=c["micro_batch"],
+            log_prob_micro_batch=c["log_prob_micro_batch"], status=row["status"],
+            measured_reserved_gib=row["peak_reserved_gib"], estimated_gib=est.train_gib,
+            gpu_gib=row["machine"]["gpu_memory_gib"], gpu_name=row["machine"]["gpu_name"]))
+    return out
+
+
+def calibration_summary(points: list[CalibrationPoint]) -> str:
+    """One line for plan.md's memory section."""
+    fits = [p.ratio for p in points if p.status == "ok"]
+    ooms = [p for p in points if p.status == "oom"]
+    gpus = sorted({p.gpu_name for p in points})
+    line = (f"training estimate / measured peak reserved: {min(fits):.2f}-{max(fits):.2f} over {len(fits)} points "
+            f"on {', '.join(gpus)} (bound 1.00-{UPPER_RATIO:.2f})")
+    if ooms:
+        line += f"; {len(ooms)} measured OOM, {sum(p.within_bounds for p in ooms)} of them estimated above the GPU"
+    return line
