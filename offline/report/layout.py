@@ -5,6 +5,7 @@ from __future__ import annotations
 from components.config import Settings
 from components.model import preset_of
 from components.model.layout import check_layout, resolve_layout
+from components.model.memory_calibration import calibration_error, calibration_summary
 from offline.report.section import Section, table
 
 
@@ -31,7 +32,10 @@ def layout_section(s: Settings, recording) -> Section:
     findings = check_layout(s)
     md = table(rows, ("layout", "value"))
     md += "\n\nMemory breakdown (GiB per GPU): " + ", ".join(f"{k} {v}" for k, v in m.breakdown.items())
-    md += "\n\nThe memory figures are an estimate (see components/layout.py), not a measurement."
+    points = calibration_error(s)
+    md += ("\n\nThe memory figures are an estimate (components/model/layout.py) fitted to measured FSDP actor steps "
+           f"(docs/memory.md): {calibration_summary(points)}. Calibrate for your own GPUs with tools/measure_memory.py.")
     if findings:
         md += "\n\n" + "\n".join(f"- **{f.severity}** `{f.field}`: {f.message}" for f in findings)
-    return Section("layout", "GPU layout", md, {"layout": L.as_dict(), "findings": [f.__dict__ for f in findings]})
+    return Section("layout", "GPU layout", md, {"layout": L.as_dict(), "findings": [f.__dict__ for f in findings],
+                                                "calibration": calibration_summary(points)})
