@@ -37,10 +37,7 @@ _CR_LEGACY = ("alicloud_cr_namespace/alicloud_cr_repo are deprecated since provi
               "Container Registry API 2016-06-07; the v2 provider CHANGELOG calls alicloud_cr_repo non-functional "
               "(terraform-provider-alicloud@release/v2:CHANGELOG-v2.md, 2.0.0-beta1). Fix: "
               "components/cloud/registry.py, see docs/facts-provider.md")
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("variant built image in a personal ACR", "image-namespace", "deprecated resource"): _CR_LEGACY,
-    ("variant built image in a personal ACR", "image-repo", "deprecated resource"): _CR_LEGACY,
-}
+KNOWN: dict[tuple[str, str, str], str] = {}  # none left: the personal ACR path no longer declares _CR_LEGACY's resources
 
 
 def _variants() -> dict[str, tuple[str, dict]]:

@@ -51,6 +51,8 @@ RESOURCES: dict[str, str] = {
     "alicloud:ecs/eipAssociation:EipAssociation": "alicloud_eip_association",
     "alicloud:oss/bucket:Bucket": "alicloud_oss_bucket",
     "alicloud:oss/bucketAcl:BucketAcl": "alicloud_oss_bucket_acl",
+    "alicloud:oss/bucketLogging:BucketLogging": "alicloud_oss_bucket_logging",
+    "alicloud:oss/bucketPolicy:BucketPolicy": "alicloud_oss_bucket_policy",
     "alicloud:oss/bucketPublicAccessBlock:BucketPublicAccessBlock": "alicloud_oss_bucket_public_access_block",
     "alicloud:ram/policy:Policy": "alicloud_ram_policy",
     "alicloud:ram/role:Role": "alicloud_ram_role",

@@ -107,12 +107,9 @@ class ImageRegistry(pulumi.ComponentResource):
         self.image = training_image(settings)
         self.ready: list[pulumi.Resource] = []
         child = pulumi.ResourceOptions(parent=self, provider=provider)
-        if img.source == "built" and img.registry == "personal":
-            ns = alicloud.cr.Namespace(f"{name}-namespace", name=img.namespace, auto_create=False,
-                                       default_visibility="PRIVATE", opts=child)
-            alicloud.cr.Repo(f"{name}-repo", namespace=ns.name, name=img.repository, repo_type="PRIVATE",
-                             summary="verl training image built from image/ by the image workflow", opts=child)
-        elif img.source == "built" and img.registry == "enterprise":
+        # A Personal Edition repository is created by hand once (the plan warns): cr.Namespace/cr.Repo drive the
+        # Personal API of 2016-06-07, which the v2 provider bridged here no longer serves (docs/facts-provider.md).
+        if img.source == "built" and img.registry == "enterprise":
             ns = alicloud.cs.RegistryEnterpriseNamespace(
                 f"{name}-namespace", instance_id=img.enterprise_instance_id, name=img.namespace, auto_create=False,
                 default_visibility="PRIVATE", opts=child)

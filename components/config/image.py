@@ -176,8 +176,9 @@ class ImageSettings(Strict):
         "official", description="`official`: versions.verl_image plus a runtime pip install of verl, mlflow and fastmcp "
         "(slow start); `built`: the image built from image/ and pushed to the registry below (no runtime install).")
     registry: Literal["personal", "enterprise", "existing"] = Field(
-        "personal", description="Where a built image lives: an ACR Personal Edition namespace/repository this program "
-        "creates, a repository it creates in an existing ACR Enterprise instance, or an existing repository.")
+        "personal", description="Where a built image lives: an ACR Personal Edition namespace/repository you create "
+        "once in the console (the bridged provider can no longer create one), a repository this program creates in an "
+        "existing ACR Enterprise instance, or an existing repository.")
     namespace: AcrName = Field("verl-ack", description="ACR namespace (personal/enterprise).")
     repository: AcrName = Field("verl", description="ACR repository name (personal/enterprise).")
     enterprise_instance_id: CloudId | None = Field(

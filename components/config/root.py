@@ -100,6 +100,9 @@ class Settings(Strict):
         if self.kind != "single" and self.storage.auth != "rrsa":
             raise ValueError(f"kind={self.kind} needs storage.auth: rrsa: an experiment's pods reach the platform's "
                              "bucket through their own RRSA roles, and no AccessKey Secret crosses stacks")
+        if self.kind == "single" and self.gpu_pool.owner == "platform":
+            raise ValueError("gpu_pool.owner: platform applies to split stacks (kind platform and experiment); a single "
+                             "stack owns its GPU pool anyway: remove gpu_pool.owner, or split the stack (docs/stacks.md)")
         if self.kind == "platform" and self.image.source == "built" and not self.image.digest:
             raise ValueError("kind=platform with image.source=built needs image.digest (sha256:...): experiments run "
                              "the image the platform exports, pinned by digest so a re-pushed tag cannot change it; "
@@ -224,7 +227,22 @@ class Settings(Strict):
                         "or before 2024-09-08 only (and from Enterprise Edition); on a newer Personal instance the GPU "
                         "nodes cannot pull the built image. Check the instance's creation date in the ACR console, or "
                         "use registry: enterprise (docs/facts.md §5)"))
+        if img.source == "built" and img.registry == "personal" and self.kind != "experiment":
+            out.append(("image.registry", f"registry: personal uses the ACR Personal Edition repository "
+                        f"{img.namespace}/{img.repository}, which you create once in the ACR console: the provider "
+                        "this program runs on (terraform-provider-alicloud v2) can no longer create one (its cr.Repo "
+                        "drives the retired 2016-06-07 API; docs/facts-provider.md)"))
+        if self.kind != "single" and self.gpu_pool.owner == "platform" and self.gpu_pool.kind == "ecs":
+            out.append(("gpu_pool.owner", "a platform-owned pay-as-you-go ECS GPU pool bills while the platform lives, "
+                        "not only while an experiment runs (its min_nodes always; up to nodes until the autoscaler "
+                        "scales down), and destroying an experiment does not remove it; use owner: experiment unless "
+                        "that is intended (a platform-owned pool pays off for Lingjun, which bills in a pool or not)"))
         return out
+
+    def owns_gpu_pool(self) -> bool:
+        """Whether this stack creates the GPU node pool (and its image pre-pull): a single stack always, a platform
+        or an experiment when `gpu_pool.owner` names its kind."""
+        return self.kind == "single" or self.kind == self.gpu_pool.owner
 
     def cloud_tags(self, stack: str) -> dict[str, str]:
         """Cost tags every taggable cloud resource carries."""

@@ -206,10 +206,22 @@ def test_a_personal_registry_with_the_credential_helper_warns_about_the_2024_09_
     def warned(rec):
         return [m for _, m in rec.logs if m.startswith("image.registry:")]
 
-    (message,) = warned(record("dev", {"image": {"source": "built", "tag": "abc123"}}))
-    assert "created on or before 2024-09-08" in message and "registry: enterprise" in message
+    helper, by_hand = warned(record("dev", {"image": {"source": "built", "tag": "abc123"}}))
+    assert "created on or before 2024-09-08" in helper and "registry: enterprise" in helper
+    assert "create once in the ACR console" in by_hand
     assert warned(record("dev")) == [], "the official image needs no credential helper"
-    assert warned(record("dev", {"image": {"source": "built", "tag": "t", "credential_helper": False}})) == []
+    assert [m for m in warned(record("dev", {"image": {"source": "built", "tag": "t", "credential_helper": False}}))
+            if "2024-09-08" in m] == []
     enterprise = {"source": "built", "tag": "t", "registry": "enterprise", "enterprise_instance_id": "cri-abc",
                   "registry_host": "inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"}
     assert warned(record("dev", {"image": enterprise})) == []
+
+
+def test_a_personal_registry_is_used_not_created_because_the_bridged_provider_cannot_create_one():
+    # cr.Namespace/cr.Repo drive ACR's retired 2016-06-07 Personal API (provider v2 changelog, docs/facts-provider.md):
+    # the stack names the repository the user made in the console and declares no cr resource.
+    from tests.conftest import record
+
+    rec = record("dev", {"image": {"source": "built", "tag": "t1"}})
+    assert [r for r in rec.resources if r.type.startswith("alicloud:cr/")] == []
+    assert rec.outputs["training_image"] == "registry-vpc.ap-southeast-1.aliyuncs.com/verl-ack/verl:t1"
