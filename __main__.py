@@ -44,7 +44,9 @@ if platform:
     pulumi.export("oss_endpoint", platform.storage.refs.endpoint)
     pulumi.export("oss_public_endpoint", oss_endpoint(settings.region, internal=False))
 if experiment:
-    pulumi.export("gpu_pool_id", experiment.pools.gpu.node_pool_id)  # type: ignore[union-attr]
+    pulumi.export("gpu_pool_id", experiment.gpu_pool_id)  # this stack's pool, or its platform's (gpu_pool.owner)
+    if experiment.gpu_pool_owner is not None:  # fails the preview when the platform disagrees on gpu_pool.owner
+        pulumi.export("gpu_pool_owner", experiment.gpu_pool_owner)
     pulumi.export("training_image", experiment.image)
 if platform and platform.ingress:
     pulumi.export("alb_dns_name", platform.ingress.dns_name)

@@ -237,6 +237,14 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
     if platform_settings.job.namespace == settings.job.namespace:
         raise problem(f"job.namespace {settings.job.namespace!r} is the platform's own namespace (MLflow); give the "
                       "experiment its own")
+    if platform_settings.gpu_pool.owner != settings.gpu_pool.owner:
+        raise problem(f"gpu_pool.owner is {settings.gpu_pool.owner!r} but the platform's is "
+                      f"{platform_settings.gpu_pool.owner!r}: the stacks of a pair must agree on who owns the GPU pool; "
+                      f"set gpu_pool.owner: {platform_settings.gpu_pool.owner} here")
+    if settings.gpu_pool.owner == "platform" and platform_settings.gpu_pool != settings.gpu_pool:
+        raise problem("gpu_pool differs from the platform's, which owns the pool (gpu_pool.owner: platform): the layout "
+                      "and the verl command are sized from this file, the nodes are the platform's; copy the "
+                      "platform's gpu_pool section")
     config, secret_keys, _ = stack_config(path, secret_values)
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=name)
     return PlatformRun(name, platform_settings, recording)

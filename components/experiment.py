@@ -1,8 +1,9 @@
 """An experiment: one training run on a platform.
 
-The GPU pool (its nodes bill while they exist, so it lives and dies with the run), the data and model staging
-Jobs, the experiment's namespace with its RRSA roles and service accounts, the image pre-pull, the verl configs
-and the RayJob. An `experiment` stack reads every platform value from `PlatformRefs.from_stack_reference` and
+The GPU pool (its nodes bill while they exist, so it lives and dies with the run) and the image pre-pull, unless
+`gpu_pool.owner: platform` keeps both on the platform (Lingjun bills in a pool or not: the run then starts on joined
+nodes with the image on disk); the data and model staging Jobs, the experiment's namespace with its RRSA roles and
+service accounts, the verl configs and the RayJob. An `experiment` stack reads every platform value from `PlatformRefs.from_stack_reference` and
 talks to the cluster through its own explicit Kubernetes provider built from the platform's kubeconfig (a
 secret Output); nothing it creates is shared, so `pulumi destroy` of the experiment stack leaves nothing of it
 billing. A `single` stack passes its in-program `Platform` instead (same logical names as always).
@@ -22,7 +23,15 @@ from components.cloud.nodepools import NodePools, NodePoolsArgs
 from components.config import Settings
 from components.config.secrets import Secrets
 from components.platform import EXPERIMENT_ROLES, Platform
-from components.wiring import ClusterRefs, PlatformRefs, StorageRefs, WorkloadIdentity
+from components.wiring import (
+    ClusterRefs,
+    PlatformRefs,
+    Scheduling,
+    StorageRefs,
+    WorkloadIdentity,
+    checked_gpu_pool_owner,
+    gpu_scheduling,
+)
 from components.workloads.data import DataArgs, DataJobs
 from components.workloads.prepull import ImagePrepull
 from components.workloads.training.component import TrainingJob, TrainingJobArgs
@@ -33,12 +42,17 @@ K8S_PROVIDER = "platform-k8s"  # the experiment's Kubernetes provider, on the pl
 
 @dataclass
 class Experiment:
-    pools: NodePools
+    pools: NodePools | None  # None when the platform owns the GPU pool (gpu_pool.owner: platform)
     identity: WorkloadIdentity
     data: DataJobs
     prepull: ImagePrepull | None
     training: TrainingJob
     image: pulumi.Input[str]
+    # The GPU pool's id: this stack's pool, or the platform's when it owns the pool.
+    gpu_pool_id: pulumi.Input[str]
+    # An experiment stack's check that it and its platform agree on gpu_pool.owner (an Output that fails the
+    # preview when they do not; exported so every `pulumi preview` evaluates it); None in a single stack.
+    gpu_pool_owner: pulumi.Output[str] | None = None
 
 
 def platform_reference(s: Settings) -> PlatformRefs:
@@ -54,7 +68,7 @@ def build_experiment(settings: Settings, secrets: Secrets, tags: dict[str, str],
     everything platform-side comes from `refs` and is already up."""
     s = settings
     if local is not None:
-        pools = local.pools  # a single stack's `pools` holds the GPU pool too
+        pools: NodePools | None = local.pools  # a single stack's `pools` holds the GPU pool too
         identity = local.identity.workload
         cluster_refs = local.cluster_refs
         storage_refs = local.storage_refs
@@ -62,6 +76,7 @@ def build_experiment(settings: Settings, secrets: Secrets, tags: dict[str, str],
         platform_ready: list[pulumi.Resource] = [
             *local.registry.ready, *[c for c in (local.tracking, local.sandboxes) if c]]
         overrides: dict = {}
+        owner_check = None
     else:
         # Region, cluster and vSwitches are the platform's: this stack never restates them.
         provider = alicloud.Provider("alicloud", region=refs.region)
@@ -74,8 +89,10 @@ def build_experiment(settings: Settings, secrets: Secrets, tags: dict[str, str],
         vswitches = pulumi.Output.from_input(refs.node_vswitch_ids)
         zone = s.gpu_pool.zone
         net = NetworkRefs(vpc_id="", node_vswitch_ids={zone: vswitches.apply(lambda ids: ids[zone])})
+        # The platform keeps the pool (gpu_pool.owner: platform): schedule on its labels and taints, create none.
         pools = NodePools("pools", NodePoolsArgs(s, refs.cluster_id, net, tags, provider, egress_ready=[],
-                                                 system=False))
+                                                 system=False)) if s.owns_gpu_pool() else None
+        owner_check = pulumi.Output.from_input(refs.gpu_pool_owner).apply(lambda o: checked_gpu_pool_owner(s, o))
         roles = Identity("identity", IdentityArgs(s, refs.bucket_name, refs.oidc_provider_arn, refs.oidc_issuer_url,
                                                   tags, provider, k8s_provider, roles=EXPERIMENT_ROLES))
         identity = roles.workload
@@ -86,15 +103,20 @@ def build_experiment(settings: Settings, secrets: Secrets, tags: dict[str, str],
         platform_ready = []
         overrides = {"image": refs.training_image, "tracking_uri": refs.tracking_uri, "mcp_url": refs.mcp_url}
 
+    scheduling: Scheduling = pools.gpu_scheduling if pools else gpu_scheduling(s)
+    gpu_ready: list[pulumi.Resource] = pools.gpu_ready if pools else []  # a platform's pool is already up
+    gpu_pool_id = pools.gpu.node_pool_id if pools and pools.gpu else refs.gpu_pool_id
     data = DataJobs("data", DataArgs(s, cluster_refs, storage_refs, identity, secrets.hf_token,
                                      secrets.modelscope_token))
-    # The image onto each GPU node as it joins: only the namespace (and a single stack's registry) first.
-    prepull = ImagePrepull("prepull", s, image, pools.gpu_scheduling, identity.namespace, cluster_refs,  # type: ignore[arg-type]
+    # The image onto each GPU node as it joins: only the namespace (and a single stack's registry) first. A
+    # platform-owned pool has the platform's pre-pull of the same image (components/platform.py).
+    prepull = ImagePrepull("prepull", s, image, scheduling, identity.namespace, cluster_refs,  # type: ignore[arg-type]
                            depends_on=[*identity.resources, *(local.registry.ready if local else [])]) \
-        if s.image.prepull else None
+        if s.image.prepull and s.owns_gpu_pool() else None
     # The RayJob after GPU nodes, data, MLflow and MCP exist.
-    training = TrainingJob("train", TrainingJobArgs(s, cluster_refs, pools.gpu_scheduling, storage_refs, identity,
+    training = TrainingJob("train", TrainingJobArgs(s, cluster_refs, scheduling, storage_refs, identity,
                                                     secrets.sandbox_api_key,
-                                                    wait_for=[*pools.gpu_ready, *platform_ready, data],
+                                                    wait_for=[*gpu_ready, *platform_ready, data],
                                                     **overrides))
-    return Experiment(pools=pools, identity=identity, data=data, prepull=prepull, training=training, image=image)
+    return Experiment(pools=pools, identity=identity, data=data, prepull=prepull, training=training, image=image,
+                      gpu_pool_id=gpu_pool_id, gpu_pool_owner=owner_check)

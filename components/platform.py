@@ -2,8 +2,10 @@
 
 Network, the ACK cluster and its Kubernetes provider, the system pool, the add-ons, the bucket, the RRSA OIDC
 provider with the cluster-wide CSI role (and MLflow's), the ALB + TLS, the sandboxes + MCP, MLflow and the image
-registry. A `platform` stack builds this and exports `PlatformRefs` (components/wiring.py); a `single` stack builds
-it with the GPU pool and all roles included and hands the same objects to components/experiment.py directly.
+registry. A `platform` stack builds this and exports `PlatformRefs` (components/wiring.py); with `gpu_pool.owner:
+platform` it also keeps the GPU pool and the image pre-pull, so experiments start on joined nodes with the image on
+disk. A `single` stack builds it with the GPU pool and all roles included and hands the same objects to
+components/experiment.py directly.
 Logical names and type tokens are those a single stack always had, so an existing stack's plan does not change.
 """
 
@@ -25,6 +27,7 @@ from components.cloud.storage import Storage, StorageArgs
 from components.config import Settings
 from components.config.secrets import Secrets
 from components.wiring import AddonRefs, ClusterRefs, PlatformRefs, StorageRefs, mcp_url, tracking_uri
+from components.workloads.prepull import ImagePrepull
 from components.workloads.sandbox import SandboxArgs, Sandboxes
 from components.workloads.tracking import Tracking, TrackingArgs
 
@@ -53,11 +56,13 @@ class Platform:
     registry: ImageRegistry
     sandboxes: Sandboxes | None
     tracking: Tracking | None
+    prepull: ImagePrepull | None = None  # a platform that owns the GPU pool pre-pulls the image onto it
 
 
 def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -> Platform:
     """The platform's components in dependency order. `settings.kind == "single"` also creates the GPU pool and
-    the experiment's roles (in the same `pools` and `identity` components a single stack always had)."""
+    the experiment's roles (in the same `pools` and `identity` components a single stack always had); a platform
+    with `gpu_pool.owner: platform` the GPU pool (in `pools`) and the image pre-pull."""
     s = settings
     single = s.kind == "single"
     # One explicit provider per cloud; stacks disable the default providers, so a resource that forgets its
@@ -68,7 +73,8 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     net_refs = network.refs if network else existing_network_refs(s)
     cluster = Cluster("ack", ClusterArgs(s, tags, net_refs, alicloud_provider))
     pools = NodePools("pools", NodePoolsArgs(s, cluster.cluster_id, net_refs, tags, alicloud_provider,
-                                             egress_ready=network.egress_ready if network else [], gpu=single))
+                                             egress_ready=network.egress_ready if network else [],
+                                             gpu=s.owns_gpu_pool()))
     addons = Addons("addons", AddonsArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
                                          pools.system_ready))
     identity = Identity("identity", IdentityArgs(s, s.storage.bucket_name, cluster.oidc.provider_arn,
@@ -94,6 +100,11 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
         if s.tracking.enabled else None
     # The training image's ACR repository and the credential helper; experiments pull what `training_image` names.
     registry = ImageRegistry("image", s, cluster_refs, alicloud_provider)
+    # A platform-owned GPU pool gets the image as each node joins, in the platform's namespace; a single stack's
+    # pre-pull is the experiment half's (components/experiment.py), under the name it always had.
+    prepull = ImagePrepull("prepull", s, registry.image, pools.gpu_scheduling, s.job.namespace, cluster_refs,  # type: ignore[arg-type]
+                           depends_on=[*identity.workload.resources, *registry.ready]) \
+        if s.kind == "platform" and s.owns_gpu_pool() and s.image.prepull else None
 
     refs = PlatformRefs(
         region=s.region,
@@ -109,8 +120,10 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
         namespace=s.job.namespace,
         mcp_url=mcp_url(s) if sandboxes else "",
         tracking_uri=tracking_uri(s) or "",
+        gpu_pool_owner=s.gpu_pool.owner,
+        gpu_pool_id=pools.gpu.node_pool_id if pools.gpu else "",
     )
     return Platform(refs=refs, alicloud_provider=alicloud_provider, network=network, net_refs=net_refs,
                     cluster=cluster, cluster_refs=cluster_refs, pools=pools, identity=identity, storage=storage,
                     storage_refs=storage.refs, ingress=ingress, registry=registry, sandboxes=sandboxes,
-                    tracking=tracking)
+                    tracking=tracking, prepull=prepull)

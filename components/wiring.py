@@ -181,9 +181,14 @@ class PlatformRefs:
     namespace: pulumi.Input[str]  # the platform's namespace (MLflow); experiments use their own job.namespace
     mcp_url: pulumi.Input[str]  # "" when the platform runs no sandboxes
     tracking_uri: pulumi.Input[str]  # "" when the platform runs no MLflow
+    # gpu_pool.owner: "platform" when the platform keeps the GPU pool (Lingjun: joined, image pre-pulled), with its
+    # id; "experiment" and "" when each experiment creates its own. An experiment refuses a platform that disagrees.
+    gpu_pool_owner: pulumi.Input[str]
+    gpu_pool_id: pulumi.Input[str]
 
     KEYS = ("region", "cluster_id", "kubeconfig", "node_vswitch_ids", "bucket_name", "oss_endpoint", "csi_role_name",
-            "oidc_provider_arn", "oidc_issuer_url", "training_image", "namespace", "mcp_url", "tracking_uri")
+            "oidc_provider_arn", "oidc_issuer_url", "training_image", "namespace", "mcp_url", "tracking_uri",
+            "gpu_pool_owner", "gpu_pool_id")
     SECRET_KEYS = ("kubeconfig",)
 
     def to_exports(self) -> dict[str, pulumi.Input]:
@@ -197,6 +202,18 @@ class PlatformRefs:
         for key in cls.SECRET_KEYS:  # secret however the platform's outputs were read
             values[key] = pulumi.Output.secret(values[key])
         return cls(**values)
+
+
+def checked_gpu_pool_owner(s: Settings, exported: str) -> str:
+    """The platform's exported `gpu_pool_owner` when this experiment's `gpu_pool.owner` says the same; otherwise the
+    preview fails here: an experiment that expects the platform's pool would schedule onto nodes nobody created, one
+    that brings its own would put a second pool on the platform's node group (or bill a second ECS pool)."""
+    if exported != s.gpu_pool.owner:
+        raise ValueError(
+            f"gpu_pool.owner is {s.gpu_pool.owner!r} but the platform {s.platform_stack} exports gpu_pool_owner "
+            f"{exported!r}: the stacks of a pair must agree on who owns the GPU pool; set gpu_pool.owner: {exported} "
+            "in this experiment's stack file (or change the platform's and `pulumi up` it first)")
+    return exported
 
 
 # ------------------------------------------------------------------------------------------------

@@ -517,6 +517,106 @@ def test_match_expressions_and_the_empty_selector_follow_kubernetes_semantics():
     assert isolation((checks.SANDBOX_SET, sandboxset()), (checks.NETWORK_POLICY, deny_all_egress)) == []
 
 
+# ============================================================================================== sandbox pods
+def hardened_sandboxset() -> dict:
+    sbs = sandboxset()
+    drop = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID"]}}
+    sbs["spec"]["template"]["spec"] = {
+        "automountServiceAccountToken": False, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": [{"name": "init", "image": "x", "securityContext": drop}],
+        "containers": [{"name": "c", "image": "x", "securityContext": drop}]}
+    return sbs
+
+
+def hardening(props: dict) -> list[str]:
+    return validate_resource(pack.sandbox_pod_hardening, checks.SANDBOX_SET, props)
+
+
+def test_a_hardened_sandbox_pod_passes():
+    assert hardening(hardened_sandboxset()) == []
+
+
+@pytest.mark.parametrize("breach,words", [
+    (lambda p: p.update(automountServiceAccountToken=True), "automountServiceAccountToken"),
+    (lambda p: p.update(hostNetwork=True), "hostNetwork"),
+    (lambda p: p.update(volumes=[{"name": "root", "hostPath": {"path": "/"}}]), "hostPath"),
+    (lambda p: p["containers"][0]["securityContext"].update(privileged=True), "privileged"),
+    (lambda p: p["containers"][0]["securityContext"].update(allowPrivilegeEscalation=True), "allowPrivilegeEscalation"),
+    (lambda p: p["initContainers"][0]["securityContext"].update(capabilities={"drop": ["NET_RAW"]}), "drop every"),
+    (lambda p: p["containers"][0]["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]), "SYS_ADMIN"),
+    (lambda p: p.update(securityContext={"seccompProfile": {"type": "Unconfined"}}), "seccomp"),
+    (lambda p: p.pop("securityContext"), "seccomp"),
+])
+def test_a_sandbox_pod_that_weakens_isolation_is_refused(breach, words):
+    sbs = hardened_sandboxset()
+    breach(sbs["spec"]["template"]["spec"])
+    reports = hardening(sbs)
+    assert reports and any(words in r for r in reports), reports
+
+
+def test_sandbox_hardening_ignores_other_workloads_and_unknown_values():
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "spec": {"template": {"spec": {"containers": [{"name": "c", "securityContext": {}}]}}}}
+    assert validate_resource(pack.sandbox_pod_hardening, "kubernetes:apps/v1:Deployment", deployment) == []
+    sbs = hardened_sandboxset()
+    sbs["spec"]["template"]["spec"]["containers"][0]["securityContext"] = UNKNOWN
+    sbs["spec"]["template"]["spec"]["automountServiceAccountToken"] = UNKNOWN
+    assert hardening(sbs) == []
+
+
+# ============================================================================================== E2B exposure
+def alb(address_type: str) -> tuple[str, dict]:
+    return checks.ALB_LOAD_BALANCER, {"addressType": address_type, "loadBalancerName": "verl-sandbox"}
+
+
+def albconfig(listeners: list[dict], config: dict | None = None) -> tuple[str, dict]:
+    return checks.ALB_CONFIG, {"apiVersion": "alibabacloud.com/v1", "kind": "AlbConfig", "metadata": {"name": "e2b"},
+                               "spec": {"config": config or {"id": UNKNOWN}, "listeners": listeners}}
+
+
+HTTPS = {"port": 443, "protocol": "HTTPS", "securityPolicyId": "tls_cipher_policy_1_2",
+         "aclConfig": {"aclType": "White", "aclEntries": ["203.0.113.0/24"]}}
+
+
+def exposure(*resources: tuple[str, dict], allow_public: bool = False) -> list[tuple[str, str | None]]:
+    built = [stack_resource(t, f"r{i}", p) for i, (t, p) in enumerate(resources)]
+    # The AlbConfig names the ALB through its id Output: a property dependency, as Pulumi records it.
+    albs = [r for r in built if r.resource_type == checks.ALB_LOAD_BALANCER]
+    built = [stack_resource(r.resource_type, r.name, plain_props(r), {"spec": albs})
+             if r.resource_type == checks.ALB_CONFIG else r for r in built]
+    return validate_stack(pack.no_public_e2b_api, built, {"allowPublic": allow_public})
+
+
+def plain_props(r: PolicyResource) -> dict:
+    return pack.plain(r.props)
+
+
+def test_an_intranet_e2b_api_passes_whatever_its_listeners():
+    assert exposure(alb("Intranet"), albconfig([{"port": 443, "protocol": "HTTPS"}])) == []
+
+
+def test_an_internet_facing_e2b_api_is_refused_unless_allowed():
+    reports = exposure(alb("Internet"), albconfig([HTTPS]))
+    assert len(reports) == 1 and "internet-facing ALB" in reports[0][0]
+    assert exposure(alb("Internet"), albconfig([HTTPS]), allow_public=True) == []
+
+
+@pytest.mark.parametrize("listener,words", [
+    ({"port": 80, "protocol": "HTTP"}, "HTTPS only"),
+    ({**HTTPS, "securityPolicyId": "tls_cipher_policy_1_0"}, "below 1.2"),
+    ({k: v for k, v in HTTPS.items() if k != "aclConfig"}, "allow-list"),
+    ({**HTTPS, "aclConfig": {"aclType": "Black", "aclEntries": ["198.51.100.0/24"]}}, "allow-list"),
+])
+def test_an_allowed_public_e2b_api_must_be_https_only_tls12_and_allow_listed(listener, words):
+    reports = exposure(alb("Internet"), albconfig([listener]), allow_public=True)
+    assert len(reports) == 1 and words in reports[0][0], reports
+
+
+def test_an_albconfig_that_creates_its_own_internet_alb_counts_too():
+    reports = exposure(albconfig([HTTPS], config={"addressType": "Internet", "name": "e2b"}))
+    assert len(reports) == 1 and "AlbConfig creates an internet-facing ALB" in reports[0][0]
+
+
 # ============================================================================================== tags
 def test_taggable_resources_without_project_and_stack_tags_get_an_advisory():
     props = {"vpcName": "verl", "cidrBlock": "10.0.0.0/8", "tags": {"project": "verl-ack"}}
@@ -584,7 +684,21 @@ def test_every_stack_of_the_program_passes_the_mandatory_policies(stack_name):
         found += [(r.urn, m) for m in checks.check_no_literal_secrets(r.type, r.props)]
         if checks.is_rayjob(r.type, r.props):
             found += [(r.urn, m) for m in checks.check_rayjob_lifecycle(r.props)]
+        found += [(r.urn, m) for m in checks.check_sandbox_pod_hardening(r.type, r.props)]
     found += [("stack outputs", m) for m in checks.check_stack_outputs(_from_recording(recording.outputs))]
-    for stack_check in (checks.check_bucket_public_access_block, checks.check_gpu_budget, checks.check_sandbox_isolation):
+    for stack_check in (checks.check_bucket_public_access_block, checks.check_gpu_budget, checks.check_sandbox_isolation,
+                        checks.check_e2b_exposure):
         found += [(u or "stack", m) for m, u in stack_check(resources)]
     assert found == [], "\n".join(f"{u}: {m}" for u, m in found)
+
+
+def test_a_stack_that_opts_into_a_public_e2b_api_needs_allow_public_and_passes_with_it():
+    from tests.conftest import record
+
+    recording = record("dev", {"sandbox": {"public_api": True, "api_allowed_cidrs": ["203.0.113.0/24"]}})
+    resources = [checks.Resource(r.type, r.urn, _from_recording(r.inputs),
+                                 {k: tuple(v) for k, v in r.property_dependencies.items()})
+                 for r in recording.resources]
+    [(message, _)] = checks.check_e2b_exposure(resources)
+    assert "allowPublic" in message
+    assert checks.check_e2b_exposure(resources, allow_public=True) == []

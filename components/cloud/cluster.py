@@ -10,9 +10,8 @@ resource, so no `pulumi up` or `pulumi destroy` can change or delete it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import json
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_alicloud as alicloud

@@ -148,6 +148,14 @@ class GpuPoolSettings(Strict):
     cpus_per_node: int = Field(ge=4, le=4096, description="vCPUs per GPU node; the Ray pod requests most of them.")
     memory_gib_per_node: int = Field(ge=16, le=65536, description="Host memory per GPU node in GiB.")
     gpu_model: ShortText = Field("", description="Free-text GPU model, shown in the plan and as a node label (e.g. GU8TF, H20).")
+    owner: Literal["experiment", "platform"] = Field(
+        "experiment", description="Split stacks only (kind platform/experiment; a single stack owns everything): which "
+        "stack creates the GPU node pool and its image pre-pull. `experiment` (default): each experiment creates and "
+        "destroys its own pool, so pay-as-you-go ECS GPU nodes stop billing with the run. `platform`: the platform "
+        "keeps the pool joined with the training image pre-pulled, so an experiment starts on warm nodes (no pool "
+        "join, no pull); it costs nothing extra for Lingjun, whose EFLO machines are bought separately (usually by "
+        "subscription) and bill whether or not a pool holds them, but an ECS pool then bills while the platform "
+        "lives. Both stacks of a pair must say the same (the experiment checks the platform's `gpu_pool_owner`).")
 
     @model_validator(mode="after")
     def _kind_section(self) -> GpuPoolSettings:

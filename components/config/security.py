@@ -1,6 +1,7 @@
 """Settings of the security posture that have a shape of their own: the dedicated, tainted node pool the code
 sandboxes may run on, and the name and value rules of the hardening switches. The switches themselves live on
-their sections (`cluster.*`, `sandbox.*`, `job.rdma`, `storage.*`); docs/security.md lists them all.
+their sections (`cluster.*`, `sandbox.*`, `storage.*`); docs/cloud.md ("Security posture") and docs/sandbox.md
+("Isolation") describe them.
 """
 
 from __future__ import annotations

@@ -7,10 +7,13 @@ admits only the pods that must reach it:
 
 | target | from | ports |
 |---|---|---|
-| Ray pods of the job (head and workers: template label `app.kubernetes.io/name: verl-trainer`) | each other | all (GCS, raylets, object manager, NCCL) |
-| | the K8sJobMode submitter pod (KubeRay labels `ray.io/originated-from-cr-name: <job>`, `ray.io/originated-from-crd: RayJob`) | 8265 |
+| Ray pods of the job (head, workers) | each other | all (GCS, raylets, object manager, NCCL) |
+| | the K8sJobMode submitter pod | 8265 |
 | | the KubeRay operator (it polls the job's status on the dashboard; HTTPMode submits there) | 8265 |
-| MLflow | Ray pods (`verl-trainer`) in any namespace: an experiment stack's job runs beside, not in, the platform's | 5000 |
+| MLflow | Ray pods in any namespace (an experiment stack's job runs beside the platform's) | 5000 |
+
+Ray pods carry their template label `app.kubernetes.io/name: verl-trainer`; the submitter pod KubeRay's
+`ray.io/originated-from-cr-name: <job>` and `ray.io/originated-from-crd: RayJob`.
 
 SidecarMode submits from inside the head pod (127.0.0.1), so it needs no rule. `kubectl port-forward` reaches a
 pod through the kubelet inside the pod's own network namespace, so the exported port-forward commands keep working.

@@ -66,14 +66,19 @@ def cloud_section(s: Settings, recording):
     created = {r.inputs.get("roleName") for r in recording.by_type("alicloud:ram/role:Role")}
     roles = [{"role": r.role_name, "subject": r.subject, "read": list(r.read), "write": list(r.write)}
              for r in role_specs(s) if r.role_name in created]
-    if s.kind == "platform":
+    if s.kind == "platform" and s.owns_gpu_pool():
+        rows = [(k, f"{v}; owned by this platform (`gpu_pool.owner: platform`) with the image pre-pulled: experiments "
+                 "schedule on it and create none" if k == "GPU pool" else v) for k, v in rows]
+    elif s.kind == "platform":
         rows = [(k, "none: each experiment stack creates (and its destroy removes) its own; `gpu_pool` here only "
                  "sets the cluster's GPU needs" if k == "GPU pool" else v) for k, v in rows]
     elif s.kind == "experiment":
         # Everything but the GPU pool is the platform's, read from its outputs; the settings' values do not apply.
         rows = [("platform", f"`{s.platform_stack}` (StackReference): cluster, vSwitches, bucket, OIDC provider, "
                              "MCP URL, MLflow URI and image are read from its outputs; none is created here"),
-                *[(k, v) for k, v in rows if k in ("GPU pool", "OSS auth")]]
+                *[(k, f"the platform's (`gpu_pool.owner: platform`, its `gpu_pool_id` output): {v}; none is created "
+                    "here" if k == "GPU pool" and not s.owns_gpu_pool() else v)
+                  for k, v in rows if k in ("GPU pool", "OSS auth")]]
         addon_rows = []
 
     md = ["| cloud layer | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]

@@ -176,11 +176,14 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
         f"the finished Ray cluster stays {ttl_min:.1f} min (job.ttl_seconds_after_finished)",
         f"the stack is up {run_min:.1f} min for the run; every hourly line bills for that time unless noted",
     ]
-    # A platform stack owns no GPU node and an experiment only its GPU pool and data: each bills what it owns
-    # (docs/stacks.md), so a pair's costs add up without counting anything twice.
+    # Each stack of a pair bills what it owns (docs/stacks.md), so a pair's costs add up without counting anything
+    # twice: the GPU nodes go to the stack that owns the GPU pool (gpu_pool.owner), the data to the experiment.
     gpu_hours = 0.0
-    if s.kind == "platform":
+    if s.kind == "platform" and not s.owns_gpu_pool():
         assumptions.append("platform stack: no GPU node (each experiment stack bills its own GPU pool)")
+    elif s.kind == "experiment" and not s.owns_gpu_pool():
+        assumptions.append("GPU nodes: the platform's pool (gpu_pool.owner: platform), billed in the platform's "
+                           "estimate; this run only uses them")
     elif g.kind == "lingjun":
         gpu_hours = g.nodes * H
         bill("gpu_nodes", f"Lingjun GPU nodes ({g.nodes} x {g.gpu_model or 'GPU node'})", "node-hour",
@@ -206,7 +209,8 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
     sys_hours = sp.nodes * H if s.kind != "experiment" else 0.0
     if s.kind == "experiment":
         assumptions.append("experiment stack: the cluster, system pool, NAT, ALB and MLflow are the platform's and "
-                           "billed there; this estimate counts the GPU pool and the experiment's OSS data")
+                           "billed there; this estimate counts " + ("the GPU pool and " if s.owns_gpu_pool() else "")
+                           + "the experiment's OSS data")
         return _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, sys_hours, lines, idle,
                          assumptions, bill, month)
     bill("system_nodes", f"system pool ({sp.nodes} x {sys_type})", "node-hour", sys_type, sys_hours, sp.nodes)

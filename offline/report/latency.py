@@ -404,7 +404,32 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
     chain: list[Step] = []  # the steps that decided the first step, in time order
     gpu_start = gpu_ready = None
     prepulled = sched.prepull is not None
-    if sched.gpu_pool is None:
+    pull_end = sched.pull_end
+    autoscaled, boot = sched.autoscaled, sched.boot
+    if s.kind == "experiment" and not s.owns_gpu_pool():
+        # gpu_pool.owner: platform: the pool was created with the platform, before this stack's `up`.
+        autoscaled = s.gpu_pool.ecs is not None and s.gpu_pool.ecs.min_nodes < s.gpu_pool.nodes
+        platform: Optional[PlatformRun] = getattr(recording, "platform", None)
+        warm_image = (any(is_prepull(r) for r in platform.recording.resources) if platform is not None
+                      else s.image.prepull)
+        if autoscaled:
+            # Below its node count the autoscaler boots the nodes for this job's pods: join and pull follow them.
+            gpu_start = created
+            gpu_ready = created + boot
+            phases = {"GPU nodes scale up": boot, **phases}
+            notes.append("gpu_pool.owner=platform with an autoscaled ECS pool: its GPU nodes boot when this job's Ray "
+                         "pods are pending, and pull the image then")
+            prepulled = False
+        else:
+            gpu_start = gpu_ready = 0.0
+            notes.append("gpu_pool.owner=platform: the GPU nodes joined with the platform, before this stack's `up`"
+                         + (", and its pre-pull put the image on them" if warm_image else
+                            "; the platform pre-pulls nothing, so the pods pull the image"))
+            if warm_image:
+                pull = 0.0  # the layers are on the nodes' disks: the pods start without a pull
+                phases["image pull"] = 0.0
+                prepulled, pull_end = True, 0.0
+    elif sched.gpu_pool is None:
         notes.append("no GPU node pool in the graph (alicloud:cs/nodePool:NodePool labelled or tainted as GPU): "
                      "GPU nodes are modelled as ready at t=0")
     elif sched.autoscaled:
@@ -423,14 +448,14 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
 
     pods_start = max(created, gpu_ready or 0.0)
     if prepulled:
-        image_ready = max(pods_start, sched.pull_end or 0.0)
-        pull_on_path = (sched.pull_end or 0.0) > pods_start
+        image_ready = max(pods_start, pull_end or 0.0)
+        pull_on_path = (pull_end or 0.0) > pods_start
     else:
         image_ready = pods_start + pull
         pull_on_path = True
     first_step = image_ready + L.ray_start_minutes + submit_minutes(s) + init
 
-    if pull_on_path and prepulled:
+    if pull_on_path and prepulled and sched.prepull:
         anchor = sched.prepull
     elif sched.gpu_pool and sched.finish(sched.gpu_pool) > created:
         anchor = sched.gpu_pool
@@ -442,9 +467,8 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
             end = start + sched.minutes[u]  # the pull that follows is its own step below
         if end > start:
             chain.append(Step(r.name, r.type, sched.kind[u], start, end - start, end))
-    if sched.autoscaled and gpu_start is not None and gpu_ready is not None:
-        chain.append(Step("GPU nodes scale up", "cluster-autoscaler", "gpu_scale_up", gpu_start, sched.boot,
-                          gpu_ready))
+    if autoscaled and gpu_start is not None and gpu_ready is not None:
+        chain.append(Step("GPU nodes scale up", "cluster-autoscaler", "gpu_scale_up", gpu_start, boot, gpu_ready))
     if pull_on_path:
         pull_start = image_ready - pull
         chain.append(Step("image pull", image, "image_pull", pull_start, pull, image_ready))
@@ -476,7 +500,8 @@ def latency_section(s: Settings, recording: Recording):
     pull_note = (f"{p.gib:g} GiB at {p.mbps:.0f} Mbit/s per node"
                  + (f" (through the NAT: {s.cluster.network.nat_bandwidth_mbps} Mbit/s shared by "
                     f"{s.gpu_pool.nodes} node(s))" if p.via_nat else "")
-                 + (", pre-pulled from GPU-pool ready" if p.prepulled else ", pulled when the Ray pods start"))
+                 + (", already on the platform's GPU nodes (its pre-pull)" if p.prepulled and not s.owns_gpu_pool()
+                    else ", pre-pulled from GPU-pool ready" if p.prepulled else ", pulled when the Ray pods start"))
     rows = [
         ("modelled time to first training step", _m(cp.first_step_minutes)),
         ("all resources created (`pulumi up` returns)", _m(cp.graph_minutes)),
@@ -504,16 +529,23 @@ def latency_section(s: Settings, recording: Recording):
             data["split"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(split).items()}
         else:
             md += "\n\n- note: the platform stack was not rendered, so only the warm-platform figure is shown"
-        md += "\n\n" + OWNERSHIP
+        md += "\n\n" + ownership(s)
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)
 
 
 # --------------------------------------------------------------------------------------------- platform/experiment
-# Which stack owns what bills by the hour (README, docs/stacks.md say the same).
-OWNERSHIP = ("**Who owns the GPU nodes:** the experiment stack. Its GPU node pool (ECS: the instances; Lingjun: the "
-             "pool that joins the EFLO node group's nodes) is created by the experiment and destroyed with it; Lingjun "
-             "machines themselves are bought outside Pulumi and bill while they exist, in a pool or not. The platform "
-             "stack owns no GPU node.")
+def ownership(s: Settings) -> str:
+    """Which stack owns the GPU nodes, which bill by the hour (gpu_pool.owner; docs/stacks.md says the same)."""
+    if s.gpu_pool.owner == "platform":
+        return ("**Who owns the GPU nodes:** the platform stack (`gpu_pool.owner: platform`). Its GPU node pool and "
+                "the image pre-pull live with the platform, so an experiment starts on joined nodes with the image on "
+                "disk and its destroy leaves the pool up; the GPU nodes bill to the platform. Lingjun machines are "
+                "bought outside Pulumi and bill while they exist, in a pool or not; an ECS pool would bill while the "
+                "platform lives. The experiment stacks own no GPU node.")
+    return ("**Who owns the GPU nodes:** the experiment stack. Its GPU node pool (ECS: the instances; Lingjun: the "
+            "pool that joins the EFLO node group's nodes) is created by the experiment and destroyed with it; Lingjun "
+            "machines themselves are bought outside Pulumi and bill while they exist, in a pool or not. The platform "
+            "stack owns no GPU node.")
 TARGET_FRESH_RATIO = 1.1  # fresh platform + experiment: at most 1.1x the unavoidable chain
 TARGET_AVOIDABLE_IDLE_MINUTES = 5.0
 TARGET_WARM_MINUTES = 15.0
@@ -542,6 +574,8 @@ def single_of_pair(platform_raw: dict, experiment_raw: dict) -> dict:
     out = {k: v for k, v in platform_raw.items() if k in PLATFORM_SECTIONS}
     out.update({k: v for k, v in experiment_raw.items() if k not in PLATFORM_SECTIONS
                 and k not in ("kind", "platform_stack", "ttl_hours", "deploy_on_merge")})
+    if isinstance(out.get("gpu_pool"), dict):  # a single stack owns its GPU pool whichever half of the pair does
+        out["gpu_pool"] = {k: v for k, v in out["gpu_pool"].items() if k != "owner"}
     out["kind"] = "single"
     return out
 
@@ -595,7 +629,9 @@ def split_figures(s: Settings, warm: CriticalPath, platform: PlatformRun) -> Spl
         f"warm experiment <= {TARGET_WARM_MINUTES:g} min": warm.first_step_minutes <= TARGET_WARM_MINUTES,
     }
     load = (f"model weights read once from the OSS volume `models` (ossfs 2.0, read-only) at {L.oss_read_mbps:g} "
-            "Mbit/s during verl init; staged into OSS by the experiment's model Job, in parallel with the GPU pool join")
+            "Mbit/s during verl init; staged into OSS by the experiment's model Job, in parallel with the GPU pool join"
+            + (" (on a warm platform the pool is joined already: the Job is on the warm path)"
+               if not s.owns_gpu_pool() else ""))
     return SplitFigures(fresh.first_step_minutes, chain, fresh.first_step_minutes / chain, idle, avoidable, up,
                         warm.first_step_minutes, up + warm.first_step_minutes, load, targets)
 
@@ -625,6 +661,6 @@ def platform_latency_section(s: Settings, recording: Recording):
             ("serial sum of the same steps", _m(sum(create_minutes(s, kind_of(r)) for r in recording.resources)))]
     md = ("**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement. A platform "
           "stack runs no training: each experiment stack's plan shows its time to the first step on this platform "
-          "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + OWNERSHIP)
+          "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + ownership(s))
     data = {"graph_minutes": round(cp.graph_minutes, 2), "assumptions": s.latency.model_dump(exclude=unused_inputs(s))}
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)

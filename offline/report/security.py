@@ -2,7 +2,8 @@
 NetworkPolicies guard what, and what each role may do.
 
 Facts about what exists come from the recorded resource graph (the objects `pulumi up` would create); the settings
-only explain them. docs/security.md describes each control and its source.
+only explain them. docs/cloud.md ("Security posture") and docs/sandbox.md ("Isolation") describe each control
+and its source.
 """
 
 from __future__ import annotations
@@ -33,21 +34,25 @@ ALB_CONFIG = "kubernetes:alibabacloud.com/v1:AlbConfig"
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
+def _labels(labels: dict | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or "every pod"
+
+
 def _peer(peer: dict) -> str:
+    if "ipBlock" in peer:
+        return f"{peer['ipBlock']['cidr']} except {len(peer['ipBlock'].get('except', []))} ranges"
     pods = (peer.get("podSelector") or {}).get("matchLabels")
     ns = peer.get("namespaceSelector")
     where = "any namespace" if ns == {} else (
         f"namespace {ns['matchLabels'].get('kubernetes.io/metadata.name')}" if ns else "same namespace")
-    if "ipBlock" in peer:
-        return f"{peer['ipBlock']['cidr']} except {len(peer['ipBlock'].get('except', []))} ranges"
-    return f"pods {pods} ({where})" if pods else where
+    return f"pods {_labels(pods)} ({where})" if pods else where
 
 
 def _rules(rules: list[dict], direction: str) -> list[str]:
     out = []
     for rule in rules:
         peers = rule.get("from" if direction == "ingress" else "to") or []
-        ports = ",".join(str(p["port"]) for p in rule.get("ports") or []) or "all ports"
+        ports = ",".join(f"{p['port']}/{p.get('protocol', 'TCP')}" for p in rule.get("ports") or []) or "all ports"
         out.append(f"{'; '.join(_peer(p) for p in peers) or 'anywhere'} on {ports}")
     return out
 
@@ -201,7 +206,7 @@ def security_section(s: Settings, recording) -> Section:
                f"{job_namespace_pod_security(s)}, sandbox namespace {sandbox_namespace_pod_security(s)} "
                "(where this program owns it); both warn and audit below restricted."]
     md += ["", "| NetworkPolicy | selects | ingress from | egress to |", "|---|---|---|---|"]
-    md += [f"| `{p['namespace']}/{p['name']}` | {p['selects']} | "
+    md += [f"| `{p['namespace']}/{p['name']}` | {_labels(p['selects'])} | "
            f"{'<br>'.join(p['ingress']) if p['ingress'] is not None else 'not restricted'} | "
            f"{'<br>'.join(p['egress']) if p['egress'] is not None else 'not restricted'} |" for p in policies]
     if ram:

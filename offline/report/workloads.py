@@ -56,8 +56,8 @@ def sandbox_section(s: Settings, recording):
          f"**{p.replicas}**" + (" (capped: further claims create sandboxes on demand)" if p.capped else "")),
         ("warm pool requests", f"{p.replicas * p.cpu_per_sandbox:g} vCPU, "
                                f"{p.replicas * p.memory_gib_per_sandbox:g} GiB ({sb.cpu} CPU / {sb.memory} each)"),
-        ("system pool", f"{p.system_cpus} vCPU, {p.system_memory_gib} GiB: at most {p.fit_on_system_pool} sandboxes "
-                        "if nothing else ran there"),
+        (p.host_pool, f"{p.system_cpus} vCPU, {p.system_memory_gib} GiB: at most {p.fit_on_system_pool} sandboxes "
+                      "if nothing else ran there"),
         ("MCP endpoint", f"`{mcp_url(s)}`"),
         ("sandbox egress", "DNS, and the internet except cluster/VPC/private ranges and 100.100.100.200"
                            if sb.allow_internet else "DNS only"),
@@ -66,9 +66,9 @@ def sandbox_section(s: Settings, recording):
     if p.replicas > p.fit_on_system_pool:
         md += (f"\n\n- **warning** `sandbox.pool_cap`: {p.replicas} warm sandboxes need "
                f"{p.replicas * p.cpu_per_sandbox:g} vCPU / {p.replicas * p.memory_gib_per_sandbox:g} GiB but the "
-               f"system pool has {p.system_cpus} vCPU / {p.system_memory_gib} GiB; at most {p.fit_on_system_pool} "
-               "can run and the rest stay Pending. Lower sandbox.pool_cap or sandbox.cpu/memory, or add system_pool "
-               "nodes.")
+               f"{p.host_pool} has {p.system_cpus} vCPU / {p.system_memory_gib} GiB; at most {p.fit_on_system_pool} "
+               "can run and the rest stay Pending. Lower sandbox.pool_cap or sandbox.cpu/memory, or add "
+               f"{'sandbox.dedicated_pool' if p.host_pool == 'sandbox pool' else 'system_pool'} nodes.")
     data = {"demand": p.demand, "pool_min": p.pool_min, "pool_cap": p.pool_cap, "replicas": p.replicas,
             "capped": p.capped, "fit_on_system_pool": p.fit_on_system_pool, "mcp_url": mcp_url(s)}
     return Section("sandbox", "Sandboxes", md, data)

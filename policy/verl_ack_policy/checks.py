@@ -636,6 +636,127 @@ def check_bucket_public_access_block(resources: Iterable[Resource]) -> list[Viol
     return violations
 
 
+# ============================================================================================== sandbox pods
+# Capabilities the baseline Pod Security Standard lets a container add
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/, "Capabilities").
+BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                                   "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+
+
+def _known(value: Any) -> bool:
+    return not is_unknown(value)
+
+
+def check_sandbox_pod_hardening(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Sandbox pods run model-written code: no Kubernetes API token, no host namespace or path, never privileged,
+    no privilege escalation, every capability dropped (a root image may add back baseline ones), and the
+    runtime's seccomp profile. Unknown values during preview are not violations."""
+    api, kind = k8s_kind(resource_type, props)
+    if not (api.startswith("agents.kruise.io/") and kind in ("SandboxSet", "Sandbox", "SandboxTemplate")):
+        return []
+    problems = []
+    for path, pod in pod_specs(resource_type, props):
+        token = pod.get("automountServiceAccountToken")
+        if _known(token) and token is not False:
+            problems.append(f"{path}.automountServiceAccountToken is {token!r}; set it to false: sandboxes need no "
+                            "Kubernetes API credentials")
+        for key in ("hostNetwork", "hostPID", "hostIPC"):
+            if pod.get(key) is True:
+                problems.append(f"{path}.{key} is true; a sandbox must not share the node's namespaces")
+        for i, vol in enumerate(pod.get("volumes") or []):
+            if isinstance(vol, Mapping) and "hostPath" in vol:
+                problems.append(f"{path}.volumes[{i}] mounts a hostPath; sandboxes get no node filesystem")
+        pod_seccomp = dig(pod, "securityContext", "seccompProfile", "type")
+        for group in ("initContainers", "containers", "ephemeralContainers"):
+            containers = pod.get(group)
+            for i, c in enumerate(containers if isinstance(containers, list) else []):
+                if not isinstance(c, Mapping):
+                    continue
+                where = f"{path}.{group}[{i}] ({c.get('name')})"
+                sc = c.get("securityContext")
+                if is_unknown(sc):
+                    continue
+                sc = sc if isinstance(sc, Mapping) else {}
+                if sc.get("privileged") is True:
+                    problems.append(f"{where} is privileged")
+                escalation = sc.get("allowPrivilegeEscalation")
+                if _known(escalation) and escalation is not False:
+                    problems.append(f"{where}: set securityContext.allowPrivilegeEscalation: false")
+                caps = sc.get("capabilities")
+                drop = dig(caps, "drop")
+                if _known(caps) and _known(drop) and "ALL" not in (drop or []):
+                    problems.append(f"{where}: drop every capability (securityContext.capabilities.drop: [ALL])")
+                add = dig(caps, "add")
+                if isinstance(add, list):
+                    extra = sorted(a for a in add if _known(a) and a not in BASELINE_CAPABILITIES)
+                    if extra:
+                        problems.append(f"{where} adds {', '.join(extra)}, beyond the baseline Pod Security Standard")
+                seccomp = dig(sc, "seccompProfile", "type") or pod_seccomp
+                if _known(seccomp) and seccomp not in ("RuntimeDefault", "Localhost"):
+                    problems.append(f"{where}: seccomp profile is {seccomp!r}; set securityContext.seccompProfile "
+                                    "type RuntimeDefault on the pod")
+    return problems
+
+
+# ============================================================================================== E2B API exposure
+ALB_LOAD_BALANCER = "alicloud:alb/loadBalancer:LoadBalancer"
+ALB_CONFIG = "kubernetes:alibabacloud.com/v1:AlbConfig"
+# ALB TLS security policies that accept nothing older than TLS 1.2 (ALB "TLS security policies" table).
+TLS12_POLICIES = frozenset({"tls_cipher_policy_1_2", "tls_cipher_policy_1_2_strict",
+                            "tls_cipher_policy_1_2_strict_with_1_3"})
+
+
+def _public_listener_problems(listeners: Any) -> list[str]:
+    problems = []
+    for i, ls in enumerate(listeners if isinstance(listeners, list) else []):
+        if not isinstance(ls, Mapping) or is_unknown(ls.get("protocol")):
+            continue
+        where = f"spec.listeners[{i}] ({ls.get('port')}/{ls.get('protocol')})"
+        if ls.get("protocol") != "HTTPS":
+            problems.append(f"{where}: an internet-facing E2B API listens on HTTPS only (its key would cross the "
+                            "internet in clear text)")
+            continue
+        policy = ls.get("securityPolicyId")
+        if _known(policy) and policy not in TLS12_POLICIES:
+            problems.append(f"{where}: securityPolicyId {policy!r} allows TLS below 1.2; use one of "
+                            f"{', '.join(sorted(TLS12_POLICIES))}")
+        acl = ls.get("aclConfig")
+        if is_unknown(acl):
+            continue
+        entries = dig(acl, "aclEntries") or dig(acl, "aclIds")
+        if dig(acl, "aclType") != "White" or not entries:
+            problems.append(f"{where}: an internet-facing E2B API needs a source allow-list (aclConfig aclType "
+                            "White with aclEntries: sandbox.api_allowed_cidrs)")
+    return problems
+
+
+def check_e2b_exposure(resources: Iterable[Resource], allow_public: bool = False) -> list[Violation]:
+    """No internet-facing E2B API unless allowed (`allowPublic`); an allowed one listens on HTTPS only with a
+    TLS >= 1.2 policy and a whitelist ACL. Internet-facing: an alb.LoadBalancer with addressType Internet, or an
+    AlbConfig whose own ALB (no config.id) has addressType Internet."""
+    resources = list(resources)
+    configs = [r for r in resources if r.type == ALB_CONFIG]
+    violations: list[Violation] = []
+    public_albs = [r for r in resources if r.type == ALB_LOAD_BALANCER and r.props.get("addressType") == "Internet"]
+    public_configs = [c for c in configs if dig(c.props, "spec", "config", "addressType") == "Internet"
+                      and not dig(c.props, "spec", "config", "id")]
+    for alb in public_albs:
+        fronting = [c for c in configs if alb.urn in c.property_dependencies.get("spec", ())
+                    or dig(c.props, "spec", "config", "id") in {alb.props.get("id"), alb.urn}]
+        if not allow_public:
+            violations.append(("an internet-facing ALB serves the E2B API (one static key); training needs only the "
+                               "in-cluster MCP Service: use sandbox.public_api: false (an intranet ALB), or allow it "
+                               "in the policy config (allowPublic)", alb.urn))
+        for cfg in fronting:
+            violations += [(m, cfg.urn) for m in _public_listener_problems(dig(cfg.props, "spec", "listeners"))]
+    for cfg in public_configs:
+        if not allow_public:
+            violations.append(("this AlbConfig creates an internet-facing ALB for the E2B API; use addressType "
+                               "Intranet or allow it in the policy config (allowPublic)", cfg.urn))
+        violations += [(m, cfg.urn) for m in _public_listener_problems(dig(cfg.props, "spec", "listeners"))]
+    return violations
+
+
 # ============================================================================================== tags
 DEFAULT_REQUIRED_TAGS = ("project", "stack")
 # Resource types this project creates that accept `tags` in pulumi_alicloud 4.0.0

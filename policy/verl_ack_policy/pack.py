@@ -165,6 +165,32 @@ sandbox_egress_isolated = StackValidationPolicy(
     validate=_stack_validation(lambda args, resources: checks.check_sandbox_isolation(resources)),
 )
 
+sandbox_pod_hardening = ResourceValidationPolicy(
+    name="sandbox-pod-hardening",
+    description="Sandbox pods (model-written code) get no API token, no host namespaces or paths, are never "
+                "privileged, never escalate, drop every capability (baseline ones may be added back) and run the "
+                "runtime's seccomp profile.",
+    enforcement_level=MANDATORY,
+    validate=_resource_validation(None, lambda args, props: checks.check_sandbox_pod_hardening(
+        args.resource_type, props)),
+)
+
+no_public_e2b_api = StackValidationPolicy(
+    name="no-public-e2b-api",
+    description="The E2B API (one static key) is not on an internet-facing ALB unless allowPublic; an allowed one "
+                "is HTTPS-only with a TLS >= 1.2 policy and a source allow-list.",
+    enforcement_level=MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        "allowPublic": {
+            "type": "boolean", "default": False,
+            "description": "Allow an internet-facing E2B API (a stack with sandbox.public_api: true); it must still "
+                           "be HTTPS-only, TLS >= 1.2 and allow-listed.",
+        },
+    }),
+    validate=_stack_validation(lambda args, resources: checks.check_e2b_exposure(
+        resources, bool(_config(args, "allowPublic", False)))),
+)
+
 cost_tags = ResourceValidationPolicy(
     name="cost-tags",
     description="Taggable Alibaba Cloud resources carry the cost tags (project and stack by default).",
@@ -189,5 +215,7 @@ POLICIES = [
     gpu_budget,
     rayjob_cleans_up,
     sandbox_egress_isolated,
+    sandbox_pod_hardening,
+    no_public_e2b_api,
     cost_tags,
 ]

@@ -133,11 +133,14 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
                                        "identity-policy-mlflow"},
         "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": {
             "identity-attach-csi", "identity-attach-data", "identity-attach-train", "identity-attach-mlflow"},
-        "kubernetes:core/v1:Namespace": {"identity-namespace"},
+        # The program creates KubeRay's namespace itself so it carries Pod Security Admission labels.
+        "kubernetes:core/v1:Namespace": {"identity-namespace", "addons-kuberay-namespace"},
         "kubernetes:core/v1:ServiceAccount": {"identity-sa-data", "identity-sa-train", "identity-sa-mlflow"},
         "alicloud:oss/bucket:Bucket": {"storage-bucket"},
         "alicloud:oss/bucketAcl:BucketAcl": {"storage-acl"},
         "alicloud:oss/bucketPublicAccessBlock:BucketPublicAccessBlock": {"storage-public-access-block"},
+        "alicloud:oss/bucketPolicy:BucketPolicy": {"storage-policy"},
+        "alicloud:oss/bucketLogging:BucketLogging": {"storage-logging"},
         "alicloud:alb/loadBalancer:LoadBalancer": {"ingress-alb"},
         "alicloud:cas/serviceCertificate:ServiceCertificate": {"ingress-cert"},
         "kubernetes:alibabacloud.com/v1:AlbConfig": {"ingress-albconfig"},

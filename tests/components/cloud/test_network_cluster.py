@@ -3,11 +3,14 @@ whose destroy leaves nothing billing, or an existing cluster that is only read; 
 
 from __future__ import annotations
 
+import json
+
 from components.cloud.cluster import create_time_addons, delete_options, kubectl_commands, oidc_provider_arn
 from components.cloud.network import creates_network, vswitch_plan
+from components.config import ClusterSettings
 from offline.fakes import ACCOUNT_ID, resource_id
 from tests.components.cloud.test_common import EXISTING_VPC, depends_on, settings_of
-from tests.conftest import record
+from tests.conftest import REPO, record
 
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 
@@ -99,8 +102,31 @@ def test_the_create_only_addons_of_a_new_cluster_are_ignored_after_creation_so_a
 
 def test_create_time_addons_carry_pinned_versions_only_when_set():
     s = settings_of("dev", {"versions": {"addons": {"terway": {"version": "v1.16.8"}}}})
-    assert {"name": "terway-eniip", "version": "v1.16.8"} in create_time_addons(s)
+    assert {"name": "terway-eniip", "version": "v1.16.8", "config": '{"NetworkPolicy": "true"}'} in create_time_addons(s)
     assert {"name": "csi-plugin"} in create_time_addons(s)
+
+
+def test_terway_is_created_with_network_policy_on_so_every_networkpolicy_is_enforced():
+    addons = {a["name"]: a for a in record("dev").get(CLUSTER, "ack-cluster").inputs["addons"]}
+    assert json.loads(addons["terway-eniip"]["config"]) == {"NetworkPolicy": "true"}
+    assert "config" not in addons["terway-controlplane"]
+
+
+def test_a_new_cluster_keeps_an_audit_log_and_encrypts_secrets_with_the_kms_key_when_given():
+    c = record("dev").get(CLUSTER, "ack-cluster").inputs
+    assert c["auditLogConfig"] == {"enabled": True}
+    assert "encryptionProviderKey" not in c
+    c = record("dev", {"cluster": {"audit_log_project": "k8s-audit-dev",
+                                   "secrets_kms_key_id": "key-hzz1234567890"}}).get(CLUSTER, "ack-cluster").inputs
+    assert c["auditLogConfig"] == {"enabled": True, "slsProjectName": "k8s-audit-dev"}
+    assert c["encryptionProviderKey"] == "key-hzz1234567890"
+    off = record("dev", {"cluster": {"audit_log": False}}).get(CLUSTER, "ack-cluster").inputs
+    assert off["auditLogConfig"] == {"enabled": False}
+
+
+def test_the_api_server_is_private_unless_a_stack_opts_in():
+    assert ClusterSettings().public_api is False
+    assert "public_api: true" in (REPO / "stacks" / "Pulumi.dev.yaml").read_text(), "dev opts in, explicitly"
 
 
 def test_an_existing_cluster_is_read_by_id_and_never_managed():

@@ -179,13 +179,13 @@ def test_the_sandbox_manager_config_puts_each_value_at_its_configured_key_path(k
     assert sandbox_manager_config(s, "K") == expected
 
 
-def test_the_sandbox_managers_ingress_is_patched_to_serve_https_and_redirect_http():
+def test_the_sandbox_managers_ingress_is_patched_to_serve_https_only():
     rec = record("dev")
     patch = rec.get("kubernetes:networking.k8s.io/v1:IngressPatch", "sandbox-addons-https")
     meta = patch.inputs["metadata"]
     assert (meta["name"], meta["namespace"]) == ("sandbox-manager", "sandbox-system")
-    assert meta["annotations"]["alb.ingress.kubernetes.io/ssl-redirect"] == "true"
-    assert meta["annotations"]["alb.ingress.kubernetes.io/listen-ports"] == '[{"HTTP": 80}, {"HTTPS": 443}]'
+    assert "alb.ingress.kubernetes.io/ssl-redirect" not in meta["annotations"], "there is no HTTP listener"
+    assert meta["annotations"]["alb.ingress.kubernetes.io/listen-ports"] == '[{"HTTPS": 443}]'
     assert meta["annotations"]["pulumi.com/patchForce"] == "true"
     assert depends_on(patch, rec.get(ADDON, "sandbox-addons-manager")), "the add-on creates the Ingress"
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from components.cloud.identity import (
     CSI_FUSE_NAMESPACE,
     CSI_FUSE_SERVICE_ACCOUNT,
@@ -14,8 +16,16 @@ from components.cloud.identity import (
     role_specs,
     trust_policy,
 )
-from components.cloud.storage import lifecycle_rules
-from components.wiring import DATASET_SERVICE_ACCOUNT, TRACKING_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT
+from components.cloud.storage import bucket_policy, lifecycle_rules
+from components.config import SettingsError
+from components.wiring import (
+    DATASET_SERVICE_ACCOUNT,
+    TRACKING_SERVICE_ACCOUNT,
+    TRAINING_SERVICE_ACCOUNT,
+    job_namespace_pod_security,
+    pod_security_labels,
+)
+from components.workloads.training.volumes import csi_url
 from tests.components.cloud.test_common import depends_on, json_input, settings_of
 from tests.conftest import record
 
@@ -63,9 +73,14 @@ def test_lifecycle_rules_abort_uploads_expire_scratch_and_old_versions_without_o
     assert wide["noncurrentVersionExpirations"] == [{"days": 30}]
     assert by_id["expire-scratch"] == {"id": "expire-scratch", "prefix": "scratch/", "enabled": True,
                                        "expirations": [{"days": 7}]}
-    actions = [k for r in rules for k in r if k in ("expirations", "abortMultipartUploads",
-                                                    "noncurrentVersionExpirations")]
-    assert len(actions) == len(set(actions)), "OSS refuses overlapping rules with the same action"
+    assert by_id["expire-access-logs"] == {"id": "expire-access-logs", "prefix": "access-logs/", "enabled": True,
+                                           "expirations": [{"days": 90}]}
+    actions = ("expirations", "abortMultipartUploads", "noncurrentVersionExpirations")
+    for a in rules:
+        for b in rules:
+            overlap = a is not b and (a["prefix"].startswith(b["prefix"]) or b["prefix"].startswith(a["prefix"]))
+            assert not (overlap and {k for k in a if k in actions} & {k for k in b if k in actions}), \
+                "OSS refuses overlapping rules with the same action"
     unversioned = lifecycle_rules(settings_of("dev", {"storage": {"versioning": False}}))
     assert "noncurrent_version_expirations" not in unversioned[0]
 
@@ -123,13 +138,17 @@ def test_each_rrsa_role_trusts_exactly_one_service_account_of_this_cluster():
         assert set(stmt["Condition"]) == {"StringEquals"}, "no wildcard subjects"
 
 
+EXPERIMENT = "checkpoints/gsm8k-tool-agent/qwen2.5-3b-grpo-tool-agent-n16/"
+
+
 def test_policies_grant_object_access_only_under_each_roles_prefixes():
     rec = record("dev")
     b = "acs:oss:*:*:verl-ack-dev-data"
     want = {  # key: (read prefixes, write prefixes)
         "csi": ({"datasets/", "models/", "checkpoints/", "mlflow/"}, {"checkpoints/", "mlflow/"}),
         "data": ({"datasets/", "models/"}, {"datasets/", "models/"}),
-        "train": ({"datasets/", "models/", "checkpoints/"}, {"checkpoints/"}),
+        # Only its own experiment's checkpoints (checkpoints/<project>/<experiment>/).
+        "train": ({"datasets/", "models/", EXPERIMENT}, {EXPERIMENT}),
         "mlflow": ({"mlflow/"}, {"mlflow/"}),
     }
     for key, (read, write) in want.items():
@@ -154,7 +173,8 @@ def test_policies_grant_object_access_only_under_each_roles_prefixes():
 def test_the_job_namespace_enables_pod_identity_injection_and_service_accounts_name_their_roles():
     rec = record("dev")
     ns = rec.get("kubernetes:core/v1:Namespace", "identity-namespace")
-    assert ns.inputs["metadata"] == {"name": "verl", "labels": {INJECTION_LABEL: "on"}}
+    assert ns.inputs["metadata"] == {"name": "verl", "labels": {INJECTION_LABEL: "on",
+                                                                **pod_security_labels("baseline")}}
     roles = {"data": "verl-dev-data", "train": "verl-dev-train", "mlflow": "verl-dev-mlflow"}
     for key, role in roles.items():
         sa = rec.get(SA, f"identity-sa-{key}")
@@ -180,7 +200,8 @@ def test_tracking_off_creates_no_mlflow_role_or_service_account_and_the_csi_role
 def test_access_key_auth_creates_no_roles_and_no_injection():
     rec = record("dev", ACCESS_KEY)
     assert not rec.by_type(ROLE) and not rec.by_type(POLICY)
-    assert rec.get("kubernetes:core/v1:Namespace", "identity-namespace").inputs["metadata"] == {"name": "verl"}
+    assert rec.get("kubernetes:core/v1:Namespace", "identity-namespace").inputs["metadata"] == {
+        "name": "verl", "labels": pod_security_labels("baseline")}
     for sa in rec.by_type(SA):
         assert "annotations" not in sa.inputs["metadata"]
     assert "addons-pod-identity" not in {r.name for r in rec.by_type("alicloud:cs/kubernetesAddon:KubernetesAddon")}
@@ -199,3 +220,65 @@ def test_every_ram_policy_drops_its_oldest_version_so_the_sixth_change_does_not_
         assert policies
         for reg in policies:
             assert reg.inputs["rotateStrategy"] == "DeleteOldestNonDefaultVersionWhenLimitExceeded", reg.urn
+
+
+# ------------------------------------------------------------------------------------------------ hardening
+def test_the_training_role_cannot_touch_another_experiments_checkpoints():
+    doc = json_input(record("dev").get(POLICY, "identity-policy-train"), "policyDocument")
+    resources = [r for st in doc["Statement"] for r in st["Resource"]]
+    assert "acs:oss:*:*:verl-ack-dev-data/checkpoints/*" not in resources
+    other = "acs:oss:*:*:verl-ack-dev-data/checkpoints/gsm8k-tool-agent/another-run/"
+    assert not any(other.startswith(r.rstrip("*")) for r in resources if r.endswith("*"))
+    assert f"acs:oss:*:*:verl-ack-dev-data/{EXPERIMENT}*" in resources
+
+
+def test_a_new_bucket_refuses_plain_http_for_everyone():
+    rec = record("dev")
+    policy = rec.get("alicloud:oss/bucketPolicy:BucketPolicy", "storage-policy")
+    assert depends_on(policy, rec.get(BUCKET, "storage-bucket"))
+    [deny] = json_input(policy, "policy")["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == ["*"] and deny["Action"] == ["oss:*"]
+    assert deny["Condition"] == {"Bool": {"acs:SecureTransport": ["false"]}}
+    assert set(deny["Resource"]) == {"acs:oss:*:*:verl-ack-dev-data", "acs:oss:*:*:verl-ack-dev-data/*"}
+
+
+def test_the_oss_volumes_mount_over_https_when_the_bucket_requires_it():
+    s = settings_of("dev")
+    assert csi_url(s, "oss-ap-southeast-1-internal.aliyuncs.com") == "https://oss-ap-southeast-1-internal.aliyuncs.com"
+    pv = record("dev").get("kubernetes:core/v1:PersistentVolume", "train-checkpoints-pv")
+    assert pv.inputs["spec"]["csi"]["volumeAttributes"]["url"].startswith("https://")
+    plain = settings_of("dev", {"storage": {"require_https": False}})
+    assert csi_url(plain, "oss-ap-southeast-1-internal.aliyuncs.com") == "oss-ap-southeast-1-internal.aliyuncs.com"
+
+
+def test_vpc_only_also_denies_object_data_from_outside_the_clusters_vpc():
+    s = settings_of("dev", {"storage": {"vpc_only": True}})
+    https, vpc = bucket_policy(s, "b", "vpc-123")["Statement"]
+    assert vpc["Action"] == ["oss:GetObject", "oss:PutObject", "oss:DeleteObject"]
+    assert vpc["Condition"] == {"StringNotEquals": {"acs:SourceVpc": ["vpc-123"]}}
+    assert vpc["Resource"] == ["acs:oss:*:*:b/*"], "bucket configuration (Pulumi) stays reachable"
+    assert bucket_policy(settings_of("dev", {"storage": {"require_https": False}}), "b") is None
+    with pytest.raises(SettingsError, match="vpc_only"):
+        settings_of("existing-ecs", {"storage": {"vpc_only": True}})
+
+
+def test_a_new_bucket_logs_its_access_into_itself_and_an_existing_one_is_untouched():
+    rec = record("dev")
+    log = rec.get("alicloud:oss/bucketLogging:BucketLogging", "storage-logging").inputs
+    assert log["targetPrefix"] == "access-logs/"
+    assert not record("dev", {"storage": {"access_logging": False}}).by_type("alicloud:oss/bucketLogging:BucketLogging")
+    existing = record("existing-ecs")
+    assert not existing.by_type("alicloud:oss/bucketLogging:BucketLogging")
+    assert not existing.by_type("alicloud:oss/bucketPolicy:BucketPolicy")
+    with pytest.raises(SettingsError, match="inside"):
+        settings_of("dev", {"storage": {"access_log_prefix": "checkpoints/logs/"}})
+
+
+def test_the_job_namespace_enforces_baseline_and_only_rdma_ray_pods_make_it_privileged():
+    assert job_namespace_pod_security(settings_of("dev")) == "baseline"
+    multi = settings_of("multinode")
+    assert (multi.gpu_pool.kind, multi.gpu_pool.nodes > 1) == ("lingjun", True)
+    assert job_namespace_pod_security(multi) == "privileged"
+    labels = record("multinode").get("kubernetes:core/v1:Namespace", "identity-namespace").inputs["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"

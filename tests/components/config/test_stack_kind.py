@@ -59,3 +59,23 @@ def test_an_experiment_leaves_the_sandbox_domain_to_its_platform():
 
 def test_split_stacks_reach_the_bucket_through_rrsa_only():
     assert any("needs storage.auth: rrsa" in p for p in problems("dev-grpo", {"storage": {"auth": "access_key"}}))
+
+
+def test_a_single_stack_refuses_a_platform_owned_gpu_pool_because_it_owns_everything():
+    assert any("gpu_pool.owner: platform applies to split stacks" in p
+               for p in problems("dev", {"gpu_pool": {"owner": "platform"}}))
+    assert parse_settings(stack_settings("dev")).gpu_pool.owner == "experiment"
+
+
+ECS_POOL = {"kind": "ecs", "lingjun": None, "ecs": {"instance_types": ["ecs.gn8v-8x.48xlarge"]}, "gpu_memory_gib": 96,
+            "cpus_per_node": 192, "memory_gib_per_node": 1536}
+
+
+def test_a_platform_owned_ecs_pool_warns_that_it_bills_while_the_platform_lives():
+    ecs = parse_settings(stack_settings("dev-platform", {"gpu_pool": ECS_POOL}))
+    assert ecs.owns_gpu_pool()
+    assert any(f == "gpu_pool.owner" and "bills while the platform lives" in m for f, m in ecs.warnings())
+    lingjun = parse_settings(stack_settings("dev-platform"))
+    assert not [m for f, m in lingjun.warnings() if f == "gpu_pool.owner"], "Lingjun bills in a pool or not"
+    mine = parse_settings(stack_settings("dev-platform", {"gpu_pool": {**ECS_POOL, "owner": "experiment"}}))
+    assert not mine.owns_gpu_pool() and not [m for f, m in mine.warnings() if f == "gpu_pool.owner"]

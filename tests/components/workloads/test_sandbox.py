@@ -277,7 +277,7 @@ def test_peer_selector_matches_the_managers_own_pod_labels():
 
 def test_manager_rbac_lets_it_claim_sandboxes_and_read_only_its_key_store_secret():
     s = settings("existing-ecs")
-    role, binding, key_role, key_binding = sb.manager_rbac_manifests(s)
+    role, binding, key_role, key_binding, config_role, config_binding = sb.manager_rbac_manifests(s)
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
     for resource in ("sandboxes", "sandboxsets"):
@@ -286,7 +286,8 @@ def test_manager_rbac_lets_it_claim_sandboxes_and_read_only_its_key_store_secret
     assert not any(v in ("create", "update", "delete") for g, r, v in granted if r == "secrets")
     assert key_role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["e2b-key-store"],
                                   "verbs": ["get", "list", "watch", "update", "patch"]}]
-    for b in (binding, key_binding):
+    assert config_role["metadata"]["namespace"] == config_binding["metadata"]["namespace"] == "sandbox-system"
+    for b in (binding, key_binding, config_binding):
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "sandbox-manager", "namespace": "sandbox-system"}]
     assert sb.manager_deployment_manifest(s)["spec"]["template"]["spec"]["serviceAccountName"] == "sandbox-manager"
 

@@ -73,7 +73,11 @@ def test_open_source_installs_the_controller_chart_and_the_pool_waits_for_it():
     assert rel.inputs["chart"] == "agents-sandbox-controller"
     assert rel.inputs["version"] == "0.2.0"
     assert rel.inputs["repositoryOpts"]["repo"] == "https://openkruise.github.io/charts/"
-    assert (rel.inputs["namespace"], rel.inputs["createNamespace"]) == ("sandbox-system", True)
+    # The program creates the namespace (with its Pod Security Admission labels) before the chart.
+    assert (rel.inputs["namespace"], rel.inputs["createNamespace"]) == ("sandbox-system", False)
+    ns = rec.get("kubernetes:core/v1:Namespace", "sandbox-namespace")
+    assert ns.urn in rel.dependencies
+    assert ns.options["retain_on_delete"], "Helm never deleted it either"
     for type_, name in ((SET, "sandbox-pool"), (SERVICE, "sandbox-mcp"), (POLICY, "sandbox-isolation")):
         assert rel.urn in rec.get(type_, name).dependencies, name
     assert depends_on(rec, rec.get(DEPLOYMENT, "sandbox-manager"), rel.urn)

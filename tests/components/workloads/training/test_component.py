@@ -39,7 +39,8 @@ def names_of(rec, urns) -> set[tuple[str, str]]:
 def test_the_training_job_creates_volumes_configs_secret_and_rayjob_under_one_component(stack_name):
     rec = record(stack_name)
     kids = children(rec)
-    expected = {f"train-{k}-{t}" for k in KINDS for t in ("pv", "pvc")} | {"train-config", "train-mcp", "train-rayjob"}
+    expected = {f"train-{k}-{t}" for k in KINDS for t in ("pv", "pvc")} | {"train-config", "train-mcp", "train-rayjob",
+                                                                          "train-ray-ingress"}
     assert set(kids) == expected, f"stack {stack_name}"
     for reg in kids.values():
         assert "pulumi:providers:kubernetes" in reg.provider, f"{reg.urn} does not use the cluster's provider"
@@ -89,6 +90,8 @@ def test_the_rayjob_waits_for_everything_its_pods_and_data_need(stack_name):
     for kind in KINDS:
         assert (PVC, f"train-{kind}-pvc") in deps
     assert (CONFIG_MAP, "train-config") in deps and (SECRET, "train-mcp") in deps
+    # No Ray pod runs before the policy that guards its unauthenticated job API exists.
+    assert ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "train-ray-ingress") in deps
     assert ("kubernetes:core/v1:ServiceAccount", "identity-sa-train") in deps
     assert ("alicloud:cs/nodePool:NodePool", "pools-gpu") in deps
     assert {("kubernetes:batch/v1:Job", "data-dataset"), ("kubernetes:batch/v1:Job", "data-model")} <= deps

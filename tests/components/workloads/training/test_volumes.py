@@ -82,7 +82,8 @@ def test_static_volumes_are_retained_prebound_and_named_by_their_handle(stack_na
         assert pvc["spec"]["volumeName"] == name and pvc["metadata"]["namespace"] == s.job.namespace
         attrs = spec["csi"]["volumeAttributes"]
         assert attrs["bucket"] == s.storage.bucket_name
-        assert attrs["url"] == f"oss-{s.region}-internal.aliyuncs.com"
+        # https:// explicitly: the bucket refuses plain HTTP (storage.require_https) and the driver would pick it
+        assert attrs["url"] == f"https://oss-{s.region}-internal.aliyuncs.com"
 
 
 def test_rrsa_mounts_assume_the_csi_role_and_carry_no_secret_reference():

@@ -1,0 +1,135 @@
+"""Who may reach the Ray cluster's unauthenticated job API, GCS and client server, and MLflow: the Ingress
+NetworkPolicies of the job namespace, checked with NetworkPolicy semantics (`admits`) against the pods that really
+exist (the RayJob's pod templates, the KubeRay submitter's labels, the operator chart's labels)."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.cloud.addons import KUBERAY_NAMESPACE
+from components.model.layout import resolve_layout
+from components.wiring import ray_pods_use_rdma
+from components.workloads import network_policies as np_
+from components.workloads.tracking import LABELS as MLFLOW_LABELS
+from components.workloads.tracking import deployment_manifest
+from components.workloads.training.rayjob import uses_rdma
+from tests.components.workloads.test_sandbox import settings
+from tests.conftest import STACKS, record
+
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+JOB = "verl-grpo"
+SUBMITTER = {np_.ORIGINATED_FROM_CR_NAME: JOB, np_.ORIGINATED_FROM_CRD: "RayJob"}
+OPERATOR = ({"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator"},
+            "kuberay-system")
+RAY_PORTS = (np_.RAY_DASHBOARD_PORT, np_.RAY_GCS_PORT, np_.RAY_CLIENT_PORT)
+
+
+def _matches(selector: dict | None, labels: dict) -> bool:
+    return selector is not None and (selector.get("matchLabels") or {}).items() <= labels.items()
+
+
+def admits(policy: dict, pod_labels: dict, namespace: str, port: int) -> bool:
+    """Whether an Ingress policy lets a pod (labels, namespace) reach `port` of the pods it selects."""
+    own_ns = policy["metadata"]["namespace"]
+    for rule in policy["spec"].get("ingress", []):
+        if rule.get("ports") and not any(p["port"] == port for p in rule["ports"]):
+            continue
+        for peer in rule.get("from", []):
+            ns_sel = peer.get("namespaceSelector")
+            ns_ok = namespace == own_ns if ns_sel is None else (
+                ns_sel == {} or _matches(ns_sel, {"kubernetes.io/metadata.name": namespace}))
+            pod_ok = "podSelector" not in peer or _matches(peer["podSelector"], pod_labels)
+            if ns_ok and pod_ok:
+                return True
+    return False
+
+
+def ray_pod_labels(stack: str = "dev") -> list[dict]:
+    spec = record(stack).get("kubernetes:ray.io/v1:RayJob", "train-rayjob").inputs["spec"]["rayClusterSpec"]
+    groups = [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]
+    return [g["template"]["metadata"]["labels"] for g in groups]
+
+
+# --------------------------------------------------------------------------------------------- Ray
+def test_the_policy_selects_every_ray_pod_of_the_job(stack_name):
+    pol = np_.ray_network_policy_manifest(settings(stack_name))
+    labels = ray_pod_labels(stack_name)
+    assert labels and all(_matches(pol["spec"]["podSelector"], lab) for lab in labels)
+    assert pol["spec"]["policyTypes"] == ["Ingress"]
+
+
+@pytest.mark.parametrize("port", RAY_PORTS)
+def test_ray_pods_reach_each_other_on_every_port(port):
+    pol = np_.ray_network_policy_manifest(settings())
+    assert admits(pol, {"app.kubernetes.io/name": "verl-trainer"}, "verl", port)
+
+
+@pytest.mark.parametrize("labels,namespace", [
+    ({"app.kubernetes.io/name": "mlflow"}, "verl"),  # the tracking server
+    ({"app.kubernetes.io/name": "code-interpreter"}, "sandbox-system"),  # model-written code
+    ({"app": "dataset"}, "verl"),  # a data Job
+    ({}, "default"),  # anything else in the cluster
+    ({"app.kubernetes.io/name": "verl-trainer"}, "another-experiment"),  # another job's Ray pods
+])
+@pytest.mark.parametrize("port", RAY_PORTS)
+def test_nothing_else_reaches_the_job_api_gcs_or_client_server(labels, namespace, port):
+    pol = np_.ray_network_policy_manifest(settings())
+    assert not admits(pol, labels, namespace, port)
+
+
+def test_the_kuberay_operator_reaches_only_the_dashboard_where_the_helm_chart_runs_it():
+    s = settings()
+    pol = np_.ray_network_policy_manifest(s)
+    assert np_.KUBERAY_HELM_NAMESPACE == KUBERAY_NAMESPACE
+    assert admits(pol, *OPERATOR, np_.RAY_DASHBOARD_PORT)
+    assert not admits(pol, *OPERATOR, np_.RAY_GCS_PORT) and not admits(pol, *OPERATOR, np_.RAY_CLIENT_PORT)
+    assert not admits(pol, OPERATOR[0], "elsewhere", np_.RAY_DASHBOARD_PORT)
+    addon = np_.ray_network_policy_manifest(settings("dev", {"versions": {"kuberay_source": "addon"}}))
+    assert admits(addon, OPERATOR[0], "kube-system", np_.RAY_DASHBOARD_PORT), "the add-on's namespace is unpublished"
+
+
+def test_only_k8s_job_mode_admits_its_submitter_and_only_to_the_dashboard():
+    sidecar = np_.ray_network_policy_manifest(settings())  # dev: SidecarMode submits from inside the head
+    assert not admits(sidecar, SUBMITTER, "verl", np_.RAY_DASHBOARD_PORT)
+    job = np_.ray_network_policy_manifest(settings("dev", {"job": {"submission_mode": "K8sJobMode"}}))
+    assert admits(job, SUBMITTER, "verl", np_.RAY_DASHBOARD_PORT)
+    assert not admits(job, SUBMITTER, "verl", np_.RAY_GCS_PORT)
+    assert not admits(job, {**SUBMITTER, np_.ORIGINATED_FROM_CR_NAME: "other-job"}, "verl", np_.RAY_DASHBOARD_PORT)
+
+
+def test_the_recorded_policy_lives_in_the_job_namespace_of_every_stack():
+    for stack in STACKS:
+        rec = record(stack)
+        pols = [r for r in rec.by_type(POLICY) if r.name == "train-ray-ingress"]
+        if not pols:
+            continue  # a platform stack runs no job
+        s = settings(stack)
+        assert pols[0].inputs["metadata"]["namespace"] == s.job.namespace, stack
+
+
+# --------------------------------------------------------------------------------------------- MLflow
+def test_mlflow_is_reachable_only_by_ray_pods_on_its_port():
+    s = settings()
+    pol = np_.mlflow_network_policy_manifest(s, MLFLOW_LABELS)
+    server = deployment_manifest(s, "verl-mlflow")["spec"]["template"]["metadata"]["labels"]
+    assert _matches(pol["spec"]["podSelector"], server)
+    ray = {"app.kubernetes.io/name": "verl-trainer"}
+    assert admits(pol, ray, "verl", 5000)
+    assert admits(pol, ray, "an-experiment", 5000), "an experiment stack's job runs in its own namespace"
+    assert not admits(pol, ray, "verl", 22)
+    for other in ({"app.kubernetes.io/name": "code-interpreter"}, {"app": "dataset"}, {}):
+        assert not admits(pol, other, "verl", 5000)
+
+
+def test_the_recorded_mlflow_policy_guards_the_recorded_server():
+    rec = record("dev")
+    pol = rec.get(POLICY, "tracking-ingress").inputs
+    server = rec.get("kubernetes:apps/v1:Deployment", "tracking-server").inputs
+    assert _matches(pol["spec"]["podSelector"], server["spec"]["template"]["metadata"]["labels"])
+
+
+# --------------------------------------------------------------------------------------------- RDMA rule
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_namespace_rule_and_the_rayjob_agree_on_which_jobs_use_rdma(stack):
+    s = settings(stack)
+    assert ray_pods_use_rdma(s) == uses_rdma(s, resolve_layout(s))
