@@ -3,10 +3,11 @@
 The GPU pool (its nodes bill while they exist, so it lives and dies with the run) and the image pre-pull, unless
 `gpu_pool.owner: platform` keeps both on the platform (Lingjun bills in a pool or not: the run then starts on joined
 nodes with the image on disk); the data and model staging Jobs, the experiment's namespace with its RRSA roles and
-service accounts, the verl configs and the RayJob. An `experiment` stack reads every platform value from `PlatformRefs.from_stack_reference` and
-talks to the cluster through its own explicit Kubernetes provider built from the platform's kubeconfig (a
-secret Output); nothing it creates is shared, so `pulumi destroy` of the experiment stack leaves nothing of it
-billing. A `single` stack passes its in-program `Platform` instead (same logical names as always).
+service accounts, the verl configs and the RayJob. An `experiment` stack reads every platform value from
+`PlatformRefs.from_stack_reference` and talks to the cluster through its own explicit Kubernetes provider built
+from the platform's kubeconfig (a secret Output); nothing it creates is shared, so `pulumi destroy` of the
+experiment stack leaves nothing of it billing. A `single` stack passes its in-program `Platform` instead (same
+logical names as always).
 """
 
 from __future__ import annotations

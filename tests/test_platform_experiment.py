@@ -5,6 +5,9 @@ StackReference. These tests run the real program on stacks/Pulumi.dev-platform.y
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -104,10 +107,15 @@ def test_an_experiment_on_a_platform_owned_pool_creates_no_pool_and_no_pre_pull_
 
 
 def test_an_experiment_that_disagrees_with_its_platform_on_the_pool_owner_fails_the_preview():
-    """The runtime check (an Output that raises, exported so `pulumi preview` evaluates it)."""
-    with pytest.raises(ValueError, match="gpu_pool.owner is 'experiment' but the platform .* exports gpu_pool_owner "
-                                         "'platform'"):
-        record(EXPERIMENT, {"gpu_pool": {"owner": "experiment"}})
+    """The runtime check (an Output that raises, exported so `pulumi preview` evaluates it), run in a process of its
+    own: a program that failed in an apply leaves the Pulumi runtime unusable for the next run in the same process."""
+    script = ("import sys; from tests.conftest import record; "
+              f"record({EXPERIMENT!r}, {{'gpu_pool': {{'owner': 'experiment'}}}})")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode != 0
+    assert ("gpu_pool.owner is 'experiment' but the platform organization/verl-ack/dev-platform exports "
+            "gpu_pool_owner 'platform'") in done.stderr, done.stderr[-2000:]
 
 
 def test_plan_refuses_an_experiment_that_disagrees_with_its_platform_on_the_pool_owner(tmp_path, capsys):

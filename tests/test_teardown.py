@@ -61,7 +61,8 @@ def settings(**storage):
         storage=SimpleNamespace(**{
             "bucket_name": "ckpt", "checkpoints_prefix": "checkpoints/", "kept_prefix": "kept/", "mode": "new",
             "keep_on_destroy": True, "versioning": True, "abort_multipart_days": 3, "noncurrent_expire_days": 30,
-            "scratch_prefix": "scratch/", "scratch_expire_days": 7, **storage}),
+            "scratch_prefix": "scratch/", "scratch_expire_days": 7, "access_logging": True,
+            "access_log_prefix": "access-logs/", "access_log_expire_days": 90, **storage}),
         training=SimpleNamespace(project_name="gsm8k-tool-agent", experiment_name="qwen-grpo"),
     )
 

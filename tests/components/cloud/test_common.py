@@ -125,7 +125,7 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
         "alicloud:cs/nodePool:NodePool": {"pools-system", "pools-gpu"},
         "alicloud:cs/kubernetesAddon:KubernetesAddon": {
             "addons-csi-plugin", "addons-csi-provisioner", "addons-pod-identity", "addons-node-problem-detector",
-            "addons-monitoring", "addons-alb", "sandbox-addons-controller", "sandbox-addons-manager"},
+            "addons-monitoring", "addons-alb", "addons-rdma", "sandbox-addons-controller", "sandbox-addons-manager"},
         "kubernetes:helm.sh/v3:Release": {"addons-kuberay"},
         "alicloud:ram/role:Role": {"identity-role-csi", "identity-role-data", "identity-role-train",
                                    "identity-role-mlflow"},

@@ -63,11 +63,14 @@ def test_official_image_stacks_declare_no_registry():
 def test_a_built_image_gets_a_private_acr_repository_and_the_credential_helper():
     from tests.conftest import record
 
-    rec = record("dev", {"image": {"source": "built", "tag": "abc123"}})
-    ns = rec.get("alicloud:cr/namespace:Namespace", "image-namespace")
-    repo = rec.get("alicloud:cr/repo:Repo", "image-repo")
+    enterprise = {"source": "built", "tag": "abc123", "registry": "enterprise", "enterprise_instance_id": "cri-abc",
+                  "registry_host": "inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"}
+    rec = record("dev", {"image": enterprise})
+    ns = rec.get("alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace", "image-namespace")
+    repo = rec.get("alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo", "image-repo")
     assert ns.inputs["defaultVisibility"] == "PRIVATE" and ns.inputs["autoCreate"] is False
     assert repo.inputs["repoType"] == "PRIVATE" and repo.inputs["name"] == "verl"
+    assert repo.inputs["tagImmutability"] is True
     helper = rec.get("alicloud:cs/kubernetesAddon:KubernetesAddon", "image-acr-credential-helper")
     assert helper.inputs["name"] == "managed-aliyun-acr-credential-helper"
     (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
