@@ -201,7 +201,10 @@ def security_section(s: Settings, recording) -> Section:
     md += ["", *_table(("bucket", ""), bucket)]
     md += ["", "| namespace | Pod Security Standard enforced |", "|---|---|"]
     md += [f"| {n['name']} | {n['enforce']} |" for n in spaces]
-    md += ["", f"Ray pods: {'root with IPC_LOCK and SYS_RESOURCE (RDMA)' if ray_pods_use_rdma(s) else 'no capabilities'}"
+    ray_caps = ("root with IPC_LOCK and SYS_RESOURCE on the host network (RDMA; NetworkPolicies do not select "
+                "host-network pods, so the Ray ports are open on the node addresses inside the VPC)"
+                if ray_pods_use_rdma(s) else "no capabilities")
+    md += ["", f"Ray pods: {ray_caps}"
                ", seccomp RuntimeDefault, no service account token (RRSA mounts its own); job namespace enforces "
                f"{job_namespace_pod_security(s)}, sandbox namespace {sandbox_namespace_pod_security(s)} "
                "(where this program owns it); both warn and audit below restricted."]

@@ -190,6 +190,12 @@ def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring
         }],
         "volumes": volumes,
     }
+    if rdma:
+        # ack-rdma-device-plugin gives RDMA to hostNetwork pods only, unless its non-hostNetwork mode is on, which
+        # needs an IPv6 Lingjun cluster (docs/facts.md §4); these clusters are IPv4. One Ray pod per node, so the
+        # host's ports are the pod's. NetworkPolicies do not select host-network pods (docs/cloud.md).
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep resolving cluster Services (MLflow, MCP)
     return {
         "metadata": {
             "labels": {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"},

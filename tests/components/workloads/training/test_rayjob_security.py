@@ -62,3 +62,18 @@ def test_rrsa_still_reaches_the_ray_pods_through_the_webhook_not_the_api_token()
     assert ROLE_NAME_ANNOTATION in sa["annotations"]
     _, manifest = build("dev")
     assert all(t["spec"]["serviceAccountName"] == sa["name"] for t in pod_templates(manifest))
+
+
+def test_rdma_pods_use_the_host_network_because_the_rdma_plugin_serves_only_those_on_ipv4_clusters():
+    from components.model.layout import resolve_layout
+    from components.workloads.training.rayjob import uses_rdma
+    from tests.components.workloads.training.test_rayjob import build
+
+    s, manifest = build("multinode")
+    assert uses_rdma(s, resolve_layout(s))
+    specs = [manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"],
+             *[g["template"]["spec"] for g in manifest["spec"]["rayClusterSpec"].get("workerGroupSpecs", [])]]
+    for spec in specs:
+        assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    _, single_node = build("dev")
+    assert "hostNetwork" not in single_node["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
