@@ -29,7 +29,8 @@ for field, message in settings.warnings():  # unverified defaults, facts about t
 tags = settings.cloud_tags(pulumi.get_stack())
 platform = build_platform(settings, secrets, tags) if settings.kind != "experiment" else None
 refs = platform.refs if platform else platform_reference(settings)
-experiment = build_experiment(settings, secrets, tags, refs, local=platform) if settings.kind != "platform" else None
+experiment = build_experiment(settings, layout, secrets, tags, refs, local=platform) \
+    if settings.kind != "platform" else None
 
 if experiment:
     pulumi.export("layout", layout.as_dict())

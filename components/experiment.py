@@ -23,6 +23,7 @@ from components.cloud.network import NetworkRefs
 from components.cloud.nodepools import NodePools, NodePoolsArgs
 from components.config import Settings
 from components.config.secrets import Secrets
+from components.model.layout import Layout
 from components.platform import EXPERIMENT_ROLES, Platform
 from components.wiring import (
     ClusterRefs,
@@ -62,7 +63,7 @@ def platform_reference(s: Settings) -> PlatformRefs:
     return PlatformRefs.from_stack_reference(pulumi.StackReference(PLATFORM_REFERENCE, stack_name=s.platform_stack))
 
 
-def build_experiment(settings: Settings, secrets: Secrets, tags: dict[str, str], refs: PlatformRefs,
+def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags: dict[str, str], refs: PlatformRefs,
                      local: Platform | None = None) -> Experiment:
     """The experiment's components. `local` is the platform built in the same program (a single stack): its
     pools, identity, add-ons and services are used directly and waited for; without it (an experiment stack)
@@ -115,7 +116,7 @@ def build_experiment(settings: Settings, secrets: Secrets, tags: dict[str, str],
                            depends_on=[*identity.resources, *(local.registry.ready if local else [])]) \
         if s.image.prepull and s.owns_gpu_pool() else None
     # The RayJob after GPU nodes, data, MLflow and MCP exist.
-    training = TrainingJob("train", TrainingJobArgs(s, cluster_refs, scheduling, storage_refs, identity,
+    training = TrainingJob("train", TrainingJobArgs(s, layout, cluster_refs, scheduling, storage_refs, identity,
                                                     secrets.sandbox_api_key,
                                                     wait_for=[*gpu_ready, *platform_ready, data],
                                                     **overrides))

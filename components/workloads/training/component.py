@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import Settings
-from components.model.layout import resolve_layout
+from components.model.layout import Layout
 from components.wiring import (
     ClusterRefs,
     Scheduling,
@@ -34,6 +34,7 @@ from components.workloads.training.volumes import (
 @dataclass
 class TrainingJobArgs:
     settings: Settings
+    layout: Layout  # resolved once, in __main__.py
     cluster: ClusterRefs
     gpu: Scheduling  # the GPU pool's node selector and tolerations (wiring.gpu_scheduling)
     storage: StorageRefs
@@ -54,7 +55,7 @@ class TrainingJob(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingJobArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("verl-ack:training:TrainingJob", name, None, opts)
         s = args.settings
-        layout = resolve_layout(s)
+        layout = args.layout
         ns = args.identity.namespace
         provider = args.cluster.k8s_provider
 
