@@ -94,7 +94,8 @@ def runtime_pip_packages(s: Settings) -> list[str]:
     # transformers is pinned too: left to the resolver, verl's range would pull the newest 5.x, not the release
     # verl's CI (and the built image) runs with.
     v = s.versions
-    return [f"verl=={v.verl}", f"transformers=={v.transformers}", f"mlflow=={v.mlflow}", f"fastmcp=={v.fastmcp}"]
+    return [f"verl=={v.verl}", f"transformers=={v.transformers}", f"mlflow=={v.mlflow}", f"fastmcp=={v.fastmcp}",
+            f"mcp=={v.mcp}"]
 
 
 class ImageRegistry(pulumi.ComponentResource):

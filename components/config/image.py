@@ -57,6 +57,10 @@ class VersionSettings(Strict):
     fastmcp: ExactVersion = Field(
         "2.14.7", description="fastmcp pip pin for the job: the MCP client of the run_code_once tool "
         "(agent_tools/verl_ack_tools.py; verl 0.9 has no MCP client of its own). Keep it equal to image/requirements.txt.")
+    mcp: ExactVersion = Field(
+        "1.30.0", description="mcp pip pin installed beside fastmcp (the protocol client whose result-schema validation "
+        "tests/agent_tools/test_mcp_schema.py exercises; fastmcp 2.14.7 accepts >=1.24,<2). Keep it equal to "
+        "image/requirements.txt.")
     kuberay: ReleaseVersion = Field("1.7.0", description="KubeRay operator version (decides which RayJob features are valid).")
     kuberay_source: Literal["addon", "helm"] = Field(
         "helm", description="Install KubeRay from the ACK add-on (`addons.kuberay`) or the upstream Helm chart.")

@@ -15,7 +15,8 @@ def test_official_image_installs_the_pinned_verl_mlflow_and_fastmcp_at_start():
     s = settings()
     assert training_image(s) == s.versions.verl_image_ref()
     assert runtime_pip_packages(s) == [f"verl=={s.versions.verl}", f"transformers=={s.versions.transformers}",
-                                       f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}"]
+                                       f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}",
+                                  f"mcp=={s.versions.mcp}"]
 
 
 def test_built_image_comes_from_the_acr_vpc_endpoint_tagged_by_content_hash_with_no_runtime_install():

@@ -45,7 +45,7 @@ def test_the_base_image_comes_from_verls_docker_hub_repository():
     assert tag.dockerfile_args()["BASE_IMAGE"].startswith("verlai/verl:")
 
 
-@pytest.mark.parametrize("name", ["verl", "transformers", "mlflow", "fastmcp"])
+@pytest.mark.parametrize("name", ["verl", "transformers", "mlflow", "fastmcp", "mcp"])
 def test_verl_mlflow_and_fastmcp_are_pinned_exactly_to_the_settings_versions(name):
     pins = tag.pins()
     assert pins[name] == getattr(VERSIONS, name), (

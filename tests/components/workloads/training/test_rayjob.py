@@ -233,7 +233,8 @@ def test_the_official_image_installs_the_pinned_packages_at_start_and_a_built_im
         s.versions.verl_image_ref()
     runtime_env = yaml.safe_load(manifest["spec"]["runtimeEnvYAML"])
     assert runtime_env["pip"] == [f"verl=={s.versions.verl}", f"transformers=={s.versions.transformers}",
-                                  f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}"]
+                                  f"mlflow=={s.versions.mlflow}", f"fastmcp=={s.versions.fastmcp}",
+                                  f"mcp=={s.versions.mcp}"]
     built = settings_for("dev", {"image": {"source": "built", "tag": "abc123"}})
     assert "pip" not in yaml.safe_load(runtime_env_yaml(built))
     _, built_manifest = build("dev", {"image": {"source": "built", "tag": "abc123"}})
