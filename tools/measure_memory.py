@@ -27,6 +27,10 @@ them with the machine, the versions and the exact configuration into one JSON fi
 recorded as such. `--simulate-world N` plays rank 0 of N GPUs in one process with torch's fake process group:
 every shard, gather and buffer PyTorch allocates is sized as on N GPUs, the collectives move no data.
 The arguments, shapes and JSON layout are plain functions without torch so CI can test them.
+
+Longer than 500 lines because it must run as one file on a bare GPU box (torch and transformers only, nothing of
+this repository importable there): model building, verl's actor step, the simulated process group and the JSON
+writer travel together.
 """
 
 from __future__ import annotations

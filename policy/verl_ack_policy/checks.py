@@ -7,6 +7,10 @@ about `pulumi_policy`, so tests call them directly; `verl_ack_policy.pack` adapt
 A property that is not known yet (a computed value during `pulumi preview`) arrives as one of the SDK's
 "unknown" sentinel strings. A check never reports a violation on an unknown value: it cannot know, and the
 same policy runs again on `pulumi up` with the real value.
+
+Longer than 500 lines because it is the pack's whole rule set: one short section per policy, all sharing the
+sentinel and resource helpers at the top, loaded by the pack's own virtualenv; the sections are independent
+and read top to bottom.
 """
 
 from __future__ import annotations
