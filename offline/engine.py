@@ -253,6 +253,13 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
             lambda: runpy.run_path(str(program), run_name="__main__")))
     finally:
         pulumi.runtime.set_all_config({}, [])
+        # A program that failed mid-run leaves RPC tasks (and executor threads) behind; end them here, so the
+        # next run in this process starts clean instead of inheriting them.
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
         asyncio.set_event_loop(None)
     _canonical_order(recording)
