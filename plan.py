@@ -222,8 +222,8 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
     if not path.exists():
         raise problem(f"{settings.platform_stack}: no {path.relative_to(REPO)} to render the platform offline; add "
                       "the platform's stack file or fix the name")
-    raw = read_stack_config(path).get(SETTINGS_KEY)
-    platform_settings = parse_settings(raw if raw is not None else {})
+    raw = read_stack_config(path).get(SETTINGS_KEY) or {}
+    platform_settings = parse_settings(raw)
     if platform_settings.kind != "platform":
         raise problem(f"{settings.platform_stack} is kind={platform_settings.kind}; an experiment runs on a "
                       "kind=platform stack")
@@ -247,7 +247,7 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
                       "platform's gpu_pool section")
     config, secret_keys, _ = stack_config(path, secret_values)
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=name)
-    return PlatformRun(name, platform_settings, recording)
+    return PlatformRun(name, platform_settings, recording, raw)
 
 
 def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None) -> dict:
@@ -262,7 +262,7 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
                             stack_references=references)  # type: ignore[arg-type]
     if platform:
         # The "new platform + experiment" figure: the pair as one program (what a single stack of them builds).
-        merged = single_of_pair(read_stack_config(stack_file(platform.stack)).get(SETTINGS_KEY) or {}, raw or {})
+        merged = single_of_pair(platform.raw, raw or {})
         fresh_settings = parse_settings(merged)
         fresh = run_program(REPO / "__main__.py", {**config, SETTINGS_KEY: _config_json(SETTINGS_KEY, merged)},
                             secret_keys, project=PROJECT, stack=f"{stack}-as-single")

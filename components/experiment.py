@@ -73,7 +73,7 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
         pools: NodePools | None = local.pools  # a single stack's `pools` holds the GPU pool too
         identity = local.identity.workload
         cluster_refs = local.cluster_refs
-        storage_refs = local.storage_refs
+        storage_refs = local.storage.refs
         image: pulumi.Input[str] = local.registry.image
         platform_ready: list[pulumi.Resource] = [
             *local.registry.ready, *[c for c in (local.tracking, local.sandboxes) if c]]

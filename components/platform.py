@@ -13,20 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pulumi
 import pulumi_alicloud as alicloud
 
 from components.cloud.addons import Addons, AddonsArgs, SandboxAddons, SandboxAddonsArgs, uses_sandbox_addons
 from components.cloud.cluster import Cluster, ClusterArgs
 from components.cloud.identity import Identity, IdentityArgs
 from components.cloud.ingress import Ingress, IngressArgs
-from components.cloud.network import Network, NetworkArgs, NetworkRefs, creates_network, existing_network_refs
+from components.cloud.network import Network, NetworkArgs, creates_network, existing_network_refs
 from components.cloud.nodepools import NodePools, NodePoolsArgs
 from components.cloud.registry import ImageRegistry
 from components.cloud.storage import Storage, StorageArgs
 from components.config import Settings
 from components.config.secrets import Secrets
-from components.wiring import AddonRefs, ClusterRefs, PlatformRefs, StorageRefs, mcp_url, tracking_uri
+from components.wiring import AddonRefs, ClusterRefs, PlatformRefs, mcp_url, tracking_uri
 from components.workloads.prepull import ImagePrepull
 from components.workloads.sandbox import SandboxArgs, Sandboxes
 from components.workloads.tracking import Tracking, TrackingArgs
@@ -43,15 +42,11 @@ class Platform:
     waits on (an experiment stack has none of these: its platform is already up)."""
 
     refs: PlatformRefs
-    alicloud_provider: pulumi.ProviderResource
-    network: Network | None
-    net_refs: NetworkRefs
     cluster: Cluster
     cluster_refs: ClusterRefs
     pools: NodePools
     identity: Identity
     storage: Storage
-    storage_refs: StorageRefs
     ingress: Ingress | None
     registry: ImageRegistry
     sandboxes: Sandboxes | None
@@ -123,7 +118,6 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
         gpu_pool_owner=s.gpu_pool.owner,
         gpu_pool_id=pools.gpu.node_pool_id if pools.gpu else "",
     )
-    return Platform(refs=refs, alicloud_provider=alicloud_provider, network=network, net_refs=net_refs,
-                    cluster=cluster, cluster_refs=cluster_refs, pools=pools, identity=identity, storage=storage,
-                    storage_refs=storage.refs, ingress=ingress, registry=registry, sandboxes=sandboxes,
-                    tracking=tracking, prepull=prepull)
+    return Platform(refs=refs, cluster=cluster, cluster_refs=cluster_refs, pools=pools, identity=identity,
+                    storage=storage, ingress=ingress, registry=registry, sandboxes=sandboxes, tracking=tracking,
+                    prepull=prepull)

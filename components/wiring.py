@@ -279,3 +279,11 @@ def resource_kwargs(manifest: dict) -> dict:
         if key not in ("apiVersion", "kind"):
             out["".join("_" + c.lower() if c.isupper() else c for c in key)] = value
     return out
+
+
+def set_dotted(doc: dict, dotted: str, value) -> None:
+    """doc[a][b][c] = value for "a.b.c", creating the mappings on the way (add-on configs, the verl trainer file)."""
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        doc = doc.setdefault(part, {})
+    doc[leaf] = value

@@ -59,7 +59,8 @@ def record(stack: str = "dev", overrides: dict | None = None) -> Recording:
         if settings.kind == "experiment":
             assert settings.platform_stack is not None
             name = settings.platform_stack.rsplit("/", 1)[-1]
-            platform = PlatformRun(name, parse_settings(stack_settings(name)), record(name))
+            platform_raw = stack_settings(name)
+            platform = PlatformRun(name, parse_settings(platform_raw), record(name), platform_raw)
         references = {settings.platform_stack: StackOutputs.of(platform.recording)} if platform else {}
         _cache[key] = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack,
                                   stack_references=references)  # type: ignore[arg-type]

@@ -23,7 +23,13 @@ import pulumi_kubernetes as k8s
 
 from components.cloud.cluster import CREATE_TIME_ADDON_ROLES
 from components.config import Settings
-from components.wiring import ALB_HTTPS_ANNOTATIONS, ALB_INGRESS_CLASS, pod_security_labels, system_scheduling
+from components.wiring import (
+    ALB_HTTPS_ANNOTATIONS,
+    ALB_INGRESS_CLASS,
+    pod_security_labels,
+    set_dotted,
+    system_scheduling,
+)
 
 # The controller must not create its own AlbConfig/ALB: components/cloud/ingress.py declares one reusing the ALB
 # Pulumi owns (config key from the SDK/Terraform examples of alb-ingress-controller).
@@ -97,22 +103,15 @@ def sandbox_manager_ingress_patch(s: Settings) -> dict:
     }
 
 
-def _set_path(target: dict, dotted: str, value) -> None:
-    keys = dotted.split(".")
-    for k in keys[:-1]:
-        target = target.setdefault(k, {})
-    target[keys[-1]] = value
-
-
 def sandbox_manager_config(s: Settings, admin_api_key) -> dict:
     """Config of the sandbox manager add-on: E2B domain, ingress class and admin API key, nested at the dotted
     key paths `versions.sandbox_manager_config_keys` names (default: the upstream chart's e2b.domain,
     e2b.adminApiKey, ingress.className; docs/facts.md §1). `admin_api_key` is the secret Output."""
     keys = s.versions.sandbox_manager_config_keys
     out: dict = {}
-    _set_path(out, keys.domain, s.sandbox.domain)
-    _set_path(out, keys.ingress_class, ALB_INGRESS_CLASS)
-    _set_path(out, keys.admin_api_key, admin_api_key)
+    set_dotted(out, keys.domain, s.sandbox.domain)
+    set_dotted(out, keys.ingress_class, ALB_INGRESS_CLASS)
+    set_dotted(out, keys.admin_api_key, admin_api_key)
     return out
 
 

@@ -87,6 +87,30 @@ class NodePoolsArgs:
     gpu: bool = True
 
 
+def _cpu_pool(resource_name: str, pool_name: str, args: NodePoolsArgs, pool, *, labels: list[dict],
+              opts: pulumi.ResourceOptions, taints: list[dict] | None = None,
+              runtime_name: str | None = None) -> alicloud.cs.NodePool:
+    """A fixed-size pay-as-you-go CPU pool across the stack's zones (the system pool, the sandbox pool); `pool` is
+    its settings section (instance_types, nodes, system_disk_gib). runtime_name None = the cluster's runtime."""
+    return alicloud.cs.NodePool(
+        resource_name,
+        cluster_id=args.cluster_id,
+        node_pool_name=pool_name,
+        vswitch_ids=[args.network.node_vswitch_ids[z] for z in args.settings.zones],
+        instance_types=pool.instance_types,
+        instance_charge_type="PostPaid",
+        desired_size=str(pool.nodes),  # a string in pulumi_alicloud 4.0.0
+        system_disk_category="cloud_essd",
+        system_disk_size=pool.system_disk_gib,
+        runtime_name=runtime_name,
+        labels=labels,
+        taints=taints,
+        update_nodes=UPDATE_NODES,
+        tags=args.tags,
+        opts=opts,
+    )
+
+
 class NodePools(pulumi.ComponentResource):
     """System pool + GPU pool (+ the cluster autoscaler's settings for an autoscaled ECS GPU pool)."""
 
@@ -130,22 +154,8 @@ class NodePools(pulumi.ComponentResource):
 
     def _system_pool(self, name: str, args: NodePoolsArgs, child: pulumi.ResourceOptions) -> None:
         s = args.settings
-        sp = s.system_pool
-        self.system = alicloud.cs.NodePool(
-            f"{name}-system",
-            cluster_id=args.cluster_id,
-            node_pool_name=f"{s.name}-system",
-            vswitch_ids=[args.network.node_vswitch_ids[z] for z in s.zones],
-            instance_types=sp.instance_types,
-            instance_charge_type="PostPaid",
-            desired_size=str(sp.nodes),  # a string in pulumi_alicloud 4.0.0
-            system_disk_category="cloud_essd",
-            system_disk_size=sp.system_disk_gib,
-            labels=system_pool_labels(s),
-            update_nodes=UPDATE_NODES,
-            tags=args.tags,
-            opts=child,
-        )
+        self.system = _cpu_pool(f"{name}-system", f"{s.name}-system", args, s.system_pool,
+                                labels=system_pool_labels(s), opts=child)
 
     def _sandbox_pool(self, name: str, args: NodePoolsArgs, child: pulumi.ResourceOptions) -> None:
         """Sandboxes run model-written code: on their own tainted nodes they share no kernel with the controllers,
@@ -153,23 +163,8 @@ class NodePools(pulumi.ComponentResource):
         s = args.settings
         dp = s.sandbox.dedicated_pool
         assert dp is not None
-        self.sandbox = alicloud.cs.NodePool(
-            f"{name}-sandbox",
-            cluster_id=args.cluster_id,
-            node_pool_name=f"{s.name}-sandbox",
-            vswitch_ids=[args.network.node_vswitch_ids[z] for z in s.zones],
-            instance_types=dp.instance_types,
-            instance_charge_type="PostPaid",
-            desired_size=str(dp.nodes),  # a string in pulumi_alicloud 4.0.0
-            system_disk_category="cloud_essd",
-            system_disk_size=dp.system_disk_gib,
-            runtime_name=dp.runtime_name,  # None = the cluster's runtime
-            labels=sandbox_pool_labels(s),
-            taints=sandbox_pool_taints(s),
-            update_nodes=UPDATE_NODES,
-            tags=args.tags,
-            opts=child,
-        )
+        self.sandbox = _cpu_pool(f"{name}-sandbox", f"{s.name}-sandbox", args, dp, labels=sandbox_pool_labels(s),
+                                 taints=sandbox_pool_taints(s), runtime_name=dp.runtime_name, opts=child)
 
     def _gpu_pool(self, name: str, args: NodePoolsArgs, child: pulumi.ResourceOptions) -> None:
         s = args.settings

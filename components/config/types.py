@@ -175,7 +175,7 @@ ImageTag = Annotated[str, _text(_TAG, "an image tag", "use at most 128 letters, 
 # shell metacharacter (https://github.com/distribution/reference/blob/main/reference.go).
 ImageRef = Annotated[str, _text(rf"({_HOST}/)?{_PATH}:{_TAG}(@sha256:[0-9a-f]{{64}})?", "a pinned image reference",
                                 "use [registry/]repository:tag[@sha256:<64 hex digits>], e.g. "
-                                "verlai/verl:vllm024.latest", max_len=512)]
+                                "verlai/verl:vllm024.dev2", max_len=512)]
 ImageDigest = Annotated[str, _text(r"sha256:[0-9a-f]{64}", "an image digest",
                                    "use sha256:<64 lowercase hex digits> (`docker buildx imagetools inspect <image>`)")]
 AcrName = Annotated[str, _text(r"[a-z0-9][a-z0-9._-]{1,63}", "a valid ACR name",

@@ -553,12 +553,14 @@ TARGET_WARM_MINUTES = 15.0
 
 @dataclass(frozen=True)
 class PlatformRun:
-    """An experiment's platform as plan.py rendered it: its stack name, settings and recording, and `fresh`: the
+    """An experiment's platform as plan.py rendered it: its stack name, settings (validated and raw) and recording,
+    and `fresh`: the
     pair as one program (the settings `single_of_pair` gives, and that run's recording)."""
 
     stack: str
     settings: Settings
     recording: Recording
+    raw: dict  # the platform's `verl-ack:settings` as its stack file holds them (single_of_pair merges them)
     fresh: Optional[tuple[Settings, Recording]] = None
 
 

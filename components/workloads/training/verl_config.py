@@ -37,7 +37,7 @@ import yaml
 
 from components.config import REPO_ROOT, Settings
 from components.model.layout import Layout
-from components.wiring import mcp_url
+from components.wiring import mcp_url, set_dotted
 from components.workloads.training.volumes import checkpoint_dir, dataset_paths, model_dir
 
 CONFIG_DIR = "/etc/verl-ack/config"  # the ConfigMap mount in every Ray pod (also on PYTHONPATH)
@@ -78,19 +78,12 @@ def list_overrides(s: Settings) -> list[tuple[str, list]]:
     ]
 
 
-def _set_path(doc: dict, key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    for part in parents:
-        doc = doc.setdefault(part, {})
-    doc[leaf] = value
-
-
 def trainer_config(s: Optional[Settings] = None) -> dict:
     """The trainer file: what every job shares plus, given settings, the list-valued keys (`list_overrides`);
     the command line carries every other setting-dependent key."""
     doc = _static_trainer_config()
     for key, value in list_overrides(s) if s is not None else []:
-        _set_path(doc, key, value)
+        set_dotted(doc, key, value)
     return doc
 
 
