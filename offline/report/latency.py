@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from components.cloud.registry import runtime_pip_packages
+from components.cloud.registry import training_image as configured_image
 from components.config import Settings
 from components.model import preset_of
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
@@ -195,7 +196,8 @@ class ImagePull:
 
 
 def training_image(s: Settings, recording: Recording) -> str:
-    """The image of the RayJob's head pod as recorded, else the settings' base image."""
+    """The image of the RayJob's head pod as recorded, else the one the settings name (a platform stack has no
+    RayJob)."""
     for reg in recording.by_type(RAYJOB_TYPE):
         try:
             containers = reg.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
@@ -204,7 +206,7 @@ def training_image(s: Settings, recording: Recording) -> str:
                 return image
         except (KeyError, TypeError):
             continue
-    return s.versions.verl_image_ref()
+    return configured_image(s)
 
 
 def pull_minutes(s: Settings, image: str) -> tuple[float, float, bool]:

@@ -293,3 +293,14 @@ def test_the_plan_shows_the_latency_section_labelled_as_an_estimate():
     assert "Critical path" in sec.markdown and "verl init and model load" in sec.markdown
     assert {"first_step_minutes", "path", "serial_minutes", "gpu_idle_minutes", "assumptions"} <= set(sec.data)
     assert "latency" in [x.key for x in plan_sections(s, record("dev"))]
+
+
+def test_a_platform_stack_estimates_the_pull_of_the_image_it_names_not_the_public_base_image():
+    # A platform records no RayJob; its pre-pull pulls the in-region built image (image.source: built), which never
+    # crosses the NAT. The estimate must not fall back to Docker Hub's base image.
+    from components.cloud.registry import training_image as configured_image
+
+    s = load_stack("dev-platform")
+    cp = critical_path(record("dev-platform"), s)
+    assert cp.image_pull.image == configured_image(s) and ".aliyuncs.com/" in cp.image_pull.image
+    assert not cp.image_pull.via_nat
