@@ -6,7 +6,13 @@ files, test assertions, logs) ever holds them. Invokes the program may make are 
 `offline/fakes.py`; an invoke without a canned answer fails loudly rather than returning a made-up shape.
 A `pulumi.StackReference` (an experiment stack reading its platform) is answered with the outputs of the
 referenced stack's own offline run, passed in as `stack_references`; its secret outputs stay `[secret]` and
-are marked secret, as the real engine does. A reference nobody rendered fails loudly.
+are marked secret, as the real engine does. A reference nobody rendered fails loudly; a reference to the stack
+itself reads `own_outputs` (its previous outputs; none on a fresh stack).
+
+For a second run over a first one's state (offline/day2.py), `prior` maps URNs to the state a resource would
+have after the first `up` (offline/readback.py): such a resource answers with that state, as an unchanged
+resource does in a real preview. Each run keeps every resource's raw inputs and outputs in `Recording.raw`
+(secrets still wrapped, never written anywhere) for that replay.
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ class Registration:
     property_dependencies: dict[str, list[str]]
     inputs: dict
     options: dict
+    id: str = ""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -102,6 +109,8 @@ class Recording:
     platform: Any = None
     invokes: list[dict] = field(default_factory=list)
     logs: list[tuple[str, str]] = field(default_factory=list)
+    # urn -> RawState: what the program sent and the engine answered, unredacted (offline/day2.py replays it).
+    raw: dict[str, RawState] = field(default_factory=dict)
 
     def by_type(self, type_: str) -> list[Registration]:
         return [r for r in self.resources if r.type == type_]
@@ -117,6 +126,16 @@ class Recording:
         return {r.urn: r for r in self.resources}
 
 
+@dataclass
+class RawState:
+    """One resource as the state file would hold it: id, inputs and outputs as Python values, secrets still
+    wrapped in Pulumi's secret signature (rpc.unwrap_rpc_secret reads them)."""
+
+    id: str
+    inputs: dict
+    outputs: dict
+
+
 @dataclass(frozen=True)
 class StackOutputs:
     """What a StackReference reads: a stack's outputs (secrets already `[secret]`) and which are secret."""
@@ -130,13 +149,18 @@ class StackOutputs:
 
 
 class _Mocks(pmocks.Mocks):
-    def __init__(self, recording: Recording, stack_references: dict[str, StackOutputs]):
+    def __init__(self, recording: Recording, stack_references: dict[str, StackOutputs],
+                 own: tuple[str, StackOutputs | None] = ("", None)):
         self.recording = recording
         self.stack_references = stack_references
+        self.own_name, self.own_outputs = own
 
     def new_resource(self, args: pmocks.MockResourceArgs):
         if args.typ == STACK_REFERENCE_TYPE:
             name = args.inputs.get("name") or args.resource_id
+            if name.rsplit("/", 1)[-1] == self.own_name and name not in self.stack_references:
+                own = self.own_outputs or StackOutputs({}, [])
+                return name, {"name": name, "outputs": own.outputs, "secretOutputNames": own.secret_output_names}
             if name not in self.stack_references:
                 raise RuntimeError(f"offline engine: StackReference {args.name!r} reads stack {name!r}, which was not "
                                    f"rendered first (have: {sorted(self.stack_references) or 'none'})")
@@ -155,16 +179,28 @@ class _Mocks(pmocks.Mocks):
 
 
 class _Monitor(pmocks.MockMonitor):
-    def __init__(self, mocks: _Mocks, recording: Recording):
+    def __init__(self, mocks: _Mocks, recording: Recording, prior: dict[str, RawState]):
         super().__init__(mocks)
         self.recording = recording
+        self.prior = prior
         self.stack_urn: str | None = None
 
+    def _replay(self, request, state: RawState):
+        # An unchanged resource in a real preview answers with its state's outputs, not with fresh ones.
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self.resources[urn] = pmocks.MockMonitor.ResourceRegistration(urn, state.id, state.outputs)
+        obj = pmocks._sync_await(rpc.serialize_properties(state.outputs, {}))
+        return pmocks.resource_pb2.RegisterResourceResponse(urn=urn, id=state.id, object=obj)
+
     def RegisterResource(self, request):
-        resp = super().RegisterResource(request)
+        urn = self.make_urn(request.parent, request.type, request.name)
+        replay = request.type not in ("pulumi:pulumi:Stack", STACK_REFERENCE_TYPE) and urn in self.prior
+        resp = self._replay(request, self.prior[urn]) if replay else super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             self.stack_urn = resp.urn
             return resp
+        self.recording.raw[resp.urn] = RawState(resp.id, rpc.deserialize_properties(request.object),
+                                                dict(self.resources[resp.urn].state))
         self.recording.resources.append(Registration(
             urn=resp.urn,
             type=request.type,
@@ -175,6 +211,7 @@ class _Monitor(pmocks.MockMonitor):
             dependencies=list(request.dependencies),
             property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
             inputs=_struct(request.object),
+            id=resp.id,
             options={
                 "protect": request.protect if request.HasField("protect") else None,
                 "retain_on_delete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
@@ -227,18 +264,21 @@ class _LogCapture(logging.Handler):
 
 
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
-                stack: str, stack_references: dict[str, StackOutputs] | None = None) -> Recording:
+                stack: str, stack_references: dict[str, StackOutputs] | None = None,
+                own_outputs: StackOutputs | None = None, prior: dict[str, RawState] | None = None) -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
-    `stack_references` maps fully qualified stack names to the outputs a StackReference to them reads.
+    `stack_references` maps fully qualified stack names to the outputs a StackReference to them reads;
+    `own_outputs` is what a StackReference to this stack itself reads (None: a fresh stack, no outputs);
+    `prior` is the state of an earlier run (urn -> RawState) that unchanged resources answer with.
     """
     recording = Recording()
     logger = logging.getLogger(f"verl-ack.offline.{stack}")
     logger.propagate = False
     logger.handlers = [_LogCapture(recording)]
-    mocks = _Mocks(recording, dict(stack_references or {}))
-    monitor = _Monitor(mocks, recording)
+    mocks = _Mocks(recording, dict(stack_references or {}), (stack, own_outputs))
+    monitor = _Monitor(mocks, recording, dict(prior or {}))
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
