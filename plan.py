@@ -3,6 +3,7 @@
 
     python plan.py --stack dev [--out out/dev]
     python plan.py --config-file path/to/Pulumi.x.yaml [--out DIR]
+    python plan.py --stack dev --base-config-file OLD.yaml   # + the changes against OLD (offline/day2.py)
 
 Runs the real `__main__.py` under a recording mock engine (offline/engine.py) with the stack's settings and
 writes `manifests/` (every Kubernetes object, one YAML file each, numbered in apply order), `plan.json`
@@ -40,6 +41,7 @@ from components.config import (  # noqa: E402
     stack_file,
 )
 from components.model import parse_settings  # noqa: E402
+from offline import day2  # noqa: E402
 from offline.engine import SECRET, Recording, StackOutputs, run_program  # noqa: E402
 from offline.report import plan_sections  # noqa: E402
 from offline.report.latency import PlatformRun, single_of_pair  # noqa: E402
@@ -250,7 +252,25 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
     return PlatformRun(name, platform_settings, recording, raw)
 
 
-def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None) -> dict:
+def record_stack(path: Path, stack: str, own_outputs: StackOutputs | None = None, prior: dict | None = None) -> Recording:
+    """One offline run of a stack file (an experiment's platform rendered first), as the change report needs it."""
+    raw = read_stack_config(path).get(SETTINGS_KEY)
+    settings = parse_settings(raw if raw is not None else {})
+    config, secret_keys, _ = stack_config(path)
+    platform = render_platform(settings) if settings.kind == "experiment" else None
+    references = {settings.platform_stack: StackOutputs.of(platform.recording)} if platform else {}
+    return run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack,
+                       stack_references=references, own_outputs=own_outputs, prior=prior)  # type: ignore[arg-type]
+
+
+def change_report(base_path: Path, path: Path, stack: str) -> list:
+    """The changes `path` makes to the stack `base_path` built (day2.ChangeRefused when the program refuses)."""
+    base = record_stack(base_path, stack)
+    return day2.change_report(base, lambda own, prior: record_stack(path, stack, own, prior))
+
+
+def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None,
+               changes: tuple[list, str] | None = None) -> dict:
     # SettingsError -> exit 2 before anything runs: the settings first (every problem with its field), then the
     # rest of the config as the program will see it.
     raw = read_stack_config(path).get(SETTINGS_KEY)
@@ -287,8 +307,13 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
             "warnings": [msg for _, msg in recording.logs],
             "manifests": manifests,
         }
+        md = render_markdown(stack, settings, recording, sections, manifests)
+        if changes is not None:  # first in plan.md, after the one-paragraph header
+            plan["changes"] = [c.as_json() for c in changes[0]]
+            title, intro, rest = md.split("\n\n", 2)
+            md = "\n\n".join([title, intro, day2.markdown(*changes).rstrip("\n"), rest])
         (tmp / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=False, default=str) + "\n")
-        (tmp / "plan.md").write_text(render_markdown(stack, settings, recording, sections, manifests))
+        (tmp / "plan.md").write_text(md)
         needles = ["offline-placeholder-", *(v for v in (secret_values or {}).values() if v)]
         for f in tmp.rglob("*"):
             if f.is_file() and any(n in f.read_text() for n in needles):
@@ -309,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--stack", help="stack name: reads stacks/Pulumi.<name>.yaml")
     src.add_argument("--config-file", type=Path, help="a stack file anywhere")
     ap.add_argument("--out", type=Path, help="output directory (default out/<stack>)")
+    ap.add_argument("--base-config-file", type=Path, help="the stack file before the change (e.g. at the PR's merge "
+                    "base): plan.json gets `changes`, plan.md starts with them")
     args = ap.parse_args(argv)
     if args.stack:
         path, stack = stack_file(args.stack), args.stack
@@ -321,7 +348,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or REPO / "out" / stack
     try:
-        plan = build_plan(path, stack, out)
+        changes = None
+        if args.base_config_file:
+            if not args.base_config_file.exists():
+                print(f"error: no base stack file {args.base_config_file}", file=sys.stderr)
+                return 2
+            changes = (change_report(args.base_config_file, path, stack), f"`{args.base_config_file}`")
+        plan = build_plan(path, stack, out, changes=changes)
+    except day2.ChangeRefused as err:
+        print(f"stack {stack}: {err}; nothing written", file=sys.stderr)
+        return 2
     except SettingsError as err:
         print(f"stack {stack}: {len(err.problems)} problem(s) in {path}; nothing written:", file=sys.stderr)
         for p in err.problems:
@@ -331,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stack {stack}: {len(plan['resources'])} resources, {n_k8s} Kubernetes manifests -> {out}")
     for w in plan["warnings"]:
         print(f"  warning: {w}")
+    if changes is not None:
+        print(f"  {len(plan['changes'])} change(s) against {args.base_config_file}")
     print(f"  see {out / 'plan.md'}")
     assert SECRET  # placeholders render as "[secret]" (offline/engine.py)
     return 0
