@@ -233,7 +233,8 @@ def test_permissions_default_to_nothing_and_every_job_declares_its_own(name):
 def test_only_pr_comments_and_oidc_tokens_are_written():
     writers = {(name, job_id, scope) for name, doc in DOCS.items() for job_id, job in doc["jobs"].items()
                for scope, level in job["permissions"].items() if level == "write"}
-    comments = {("pr.yml", "preview", "pull-requests"), ("pr.yml", "cost", "pull-requests")}
+    comments = {("pr.yml", "preview", "pull-requests"), ("pr.yml", "cost", "pull-requests"),
+                ("pr.yml", "change-report", "pull-requests")}
     oidc = {(name, job_id, "id-token") for name, job_id in CLOUD_JOBS}
     assert writers == comments | oidc
 
@@ -317,7 +318,7 @@ def test_fork_pull_requests_get_the_offline_plan_only():
         if privileged:
             assert SAME_REPO in job.get("if", ""), f"pr.yml:{job_id} must skip fork PRs"
     offline = {job_id for job_id, job in pr.items() if SAME_REPO not in job.get("if", "")}
-    assert offline == {"test", "plan", "changes", "cost"}
+    assert offline == {"test", "plan", "changes", "cost", "change-report"}
     assert not any("secrets." in yaml.safe_dump(pr[j]) for j in offline)
 
 
@@ -521,3 +522,15 @@ def test_a_dispatched_teardown_names_an_existing_stack(capsys):
     assert ci_stacks.main(["expired", "--stack", "dev"]) == 0
     assert json.loads(capsys.readouterr().out) == ["dev"]
     assert ci_stacks.main(["expired", "--stack", "no-such-stack"]) == 2
+
+
+def test_the_change_report_runs_for_every_touched_stack_against_its_merge_base_file_without_credentials():
+    job = jobs("pr.yml")["change-report"]
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.stacks) }}"
+    script = "\n".join(step.get("run", "") for step in steps(job))
+    assert 'git merge-base "$BASE_SHA" "$HEAD_SHA"' in script
+    assert '--base-config-file "base/Pulumi.$STACK.yaml"' in script
+    assert 'git show "$base:stacks/Pulumi.$STACK.yaml"' in script
+    assert "secrets." not in yaml.safe_dump(job) and not job.get("environment")
+    checkout = next(s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 0
