@@ -250,8 +250,8 @@ def _diff_resource(reg: Registration, old: RawState, base_inputs: dict | None, n
             immutable, allowed = K8S_API_IMMUTABLE.get(_k8s_key(new_inputs), ([], []))
             if any(covers(parse_path(i), p) for i in immutable) and not any(covers(parse_path(a), p) for a in allowed):
                 d.notes[name] = "immutable in the Kubernetes API: the update fails"
-        if name in unknown or p[0] in unknown:
-            d.notes.setdefault(name, "computed from a replaced resource")
+        if p[0] in unknown:
+            d.notes[name] = "; ".join(filter(None, [d.notes.get(name), "computed from a replaced resource"]))
     return d
 
 
