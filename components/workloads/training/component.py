@@ -139,6 +139,7 @@ class TrainingJob(pulumi.ComponentResource):
                 # A RayJob runs once: KubeRay does not resubmit a job whose spec changes. Replace it instead, and
                 # delete first because the name is fixed.
                 replace_on_changes=["spec"], delete_before_replace=True))
+        self.rayjob_name: str = s.job.name
         self.register_outputs({"entrypoint": self.entrypoint, "rayjob_name": s.job.name})
 
 
