@@ -70,7 +70,6 @@ from pathlib import Path
 import alibabacloud_oss_v2 as oss
 
 from keeper.checkpoints import (  # noqa: F401 (re-exported: the tests and docs name teardown.X)
-    experiment_folders,
     _HF_SHARD,
     _SHARD,
     _STEP_DIR,
@@ -417,15 +416,12 @@ def main(
 def _keep_then_destroy(args, settings, client: oss.Client, dest_bucket: str, kept_root: str,
                        log: Callable[[str], None], err: Callable[[str], None],
                        destroy: Callable[[list[str]], int]) -> int:
-    """Keep the latest complete step of each experiment folder (one, or one per sweep variant), then destroy once:
-    any variant that fails stops everything before the destroy."""
-    folders = experiment_folders(settings)
+    """Keep the latest step of each experiment folder (one per sweep variant), then destroy once; a failure stops."""
+    from components.sweep import checkpoint_folders  # lazily, like the settings loader: tests fake the settings
+    folders = checkpoint_folders(settings)
     for i, folder in enumerate(folders):
-        if len(folders) > 1:
-            log(f"sweep variant {folder}:")
-        rc = _keep_one(args, settings, folder, client, dest_bucket, kept_root, log, err, destroy,
-                       last=i == len(folders) - 1)
-        if rc is not None:
+        if (rc := _keep_one(args, settings, folder, client, dest_bucket, kept_root, log, err, destroy,
+                            last=i == len(folders) - 1)) is not None:
             return rc
     return 0
 
@@ -433,7 +429,7 @@ def _keep_then_destroy(args, settings, client: oss.Client, dest_bucket: str, kep
 def _keep_one(args, settings, experiment: str, client: oss.Client, dest_bucket: str, kept_root: str,
               log: Callable[[str], None], err: Callable[[str], None],
               destroy: Callable[[list[str]], int], *, last: bool) -> int | None:
-    """Keep one experiment folder's latest step; None = kept (or nothing to keep), go on with the next folder."""
+    """Keep one experiment folder's latest step; None = kept, go on with the next folder."""
     storage, training = settings.storage, settings.training
     command = destroy_command(args.stack)
     try:

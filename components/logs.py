@@ -116,10 +116,12 @@ class LogCollection(pulumi.ComponentResource):
             f"{name}-logtail", cluster_id=args.cluster_id, name=addon.name, version=addon.version,
             config=json.dumps(config, sort_keys=True) if config else None,
             # A new cluster with audit_log may already run logtail-ds; keep it when this stack goes.
+            # Its DaemonSet and controller need the system pool's nodes, or the install reports failed.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready,
                                         retain_on_delete=True))
         m = aliyun_log_config_manifest(s)
         self.config = k8s.apiextensions.CustomResource(
             f"{name}-ray-logs", api_version=m["apiVersion"], kind=m["kind"], metadata=m["metadata"], spec=m["spec"],
+            # The AliyunLogConfig CRD and its controller come with the add-on.
             opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=[self.addon]))
         self.register_outputs({"logstore": s.logs.logstore})

@@ -175,11 +175,13 @@ class Queueing(pulumi.ComponentResource):
             f"{name}-kube-queue", cluster_id=args.cluster_id, name=addon.name, version=addon.version,
             # RayJob queueing is a job-extensions switch (--enabled-extensions ... rayjob); the add-on's config key
             # for it is not published, so the plan says to check it (docs/uncertain-facts.md).
+            # The queue's controller pods need the system pool's nodes, or the install reports failed.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready))
         tree = elastic_quota_tree_manifest(s)
         self.quota_tree = k8s.apiextensions.CustomResource(
             f"{name}-quota-tree", api_version=tree["apiVersion"], kind=tree["kind"], metadata=tree["metadata"],
             spec=tree["spec"],
+            # The ElasticQuotaTree is read by the queue, which is installed first (the tree's CRD is ACK Pro's).
             opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=[self.addon]))
         self.priority_classes = [
             k8s.scheduling.v1.PriorityClass(

