@@ -49,6 +49,8 @@ if experiment:
     if experiment.gpu_pool_owner is not None:  # fails the preview when the platform disagrees on gpu_pool.owner
         pulumi.export("gpu_pool_owner", experiment.gpu_pool_owner)
     pulumi.export("training_image", experiment.image)
+    if experiment.sweep:  # variant key -> RayJob name (components/sweep.py)
+        pulumi.export("sweep_rayjobs", {key: job.rayjob_name for key, job in experiment.sweep.items()})
 if platform and platform.ingress:
     pulumi.export("alb_dns_name", platform.ingress.dns_name)
     pulumi.export("sandbox_api_url", sandbox_api_url(settings))

@@ -416,11 +416,25 @@ def main(
 def _keep_then_destroy(args, settings, client: oss.Client, dest_bucket: str, kept_root: str,
                        log: Callable[[str], None], err: Callable[[str], None],
                        destroy: Callable[[list[str]], int]) -> int:
+    """Keep the latest step of each experiment folder (one per sweep variant), then destroy once; a failure stops."""
+    from components.sweep import checkpoint_folders  # lazily, like the settings loader: tests fake the settings
+    folders = checkpoint_folders(settings)
+    for i, folder in enumerate(folders):
+        if (rc := _keep_one(args, settings, folder, client, dest_bucket, kept_root, log, err, destroy,
+                            last=i == len(folders) - 1)) is not None:
+            return rc
+    return 0
+
+
+def _keep_one(args, settings, experiment: str, client: oss.Client, dest_bucket: str, kept_root: str,
+              log: Callable[[str], None], err: Callable[[str], None],
+              destroy: Callable[[list[str]], int], *, last: bool) -> int | None:
+    """Keep one experiment folder's latest step; None = kept, go on with the next folder."""
     storage, training = settings.storage, settings.training
     command = destroy_command(args.stack)
     try:
         plan = make_plan(client, bucket=storage.bucket_name, checkpoints_prefix=storage.checkpoints_prefix,
-                         project=training.project_name, experiment=training.experiment_name,
+                         project=training.project_name, experiment=experiment,
                          dest_bucket=dest_bucket, kept_root=kept_root)
     except oss.exceptions.BaseError as error:
         # Network, credentials or a missing bucket: one line naming what was read, not an SDK traceback.
@@ -430,7 +444,7 @@ def _keep_then_destroy(args, settings, client: oss.Client, dest_bucket: str, kep
     except NoCheckpoints as error:
         if args.destroy and args.allow_no_checkpoint:
             log(f"{error}: no checkpoint to keep; destroying as --allow-no-checkpoint asks")
-            return destroy(command)
+            return destroy(command) if last else None
         err(f"error: {error}; nothing to keep. If that is expected, run `{' '.join(command)}` "
             "yourself or pass --allow-no-checkpoint with --destroy.")
         return 1
@@ -450,6 +464,8 @@ def _keep_then_destroy(args, settings, client: oss.Client, dest_bucket: str, kep
     for line in describe_plan(plan):
         log(line)
     if args.dry_run:
+        if not last:
+            return None
         log(f"dry run: nothing copied; afterwards this would run: {' '.join(command)}")
         return 0
 
@@ -471,6 +487,8 @@ def _keep_then_destroy(args, settings, client: oss.Client, dest_bucket: str, kep
     log(f"kept step {plan.step.step}: {len(result.kept)} objects verified by size and CRC64 "
         f"({result.copied} copied, {result.already_kept} already kept), tracker at "
         f"oss://{plan.dest_bucket}/{plan.tracker_key}")
+    if not last:
+        return None
     if not args.destroy:
         log(f"to destroy the stack, run: {' '.join(command)}")
         return 0

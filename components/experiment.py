@@ -12,7 +12,7 @@ logical names as always).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -23,8 +23,11 @@ from components.cloud.network import NetworkRefs
 from components.cloud.nodepools import NodePools, NodePoolsArgs
 from components.config import Settings
 from components.config.secrets import Secrets
+from components.logs import mark_ray_containers
 from components.model.layout import Layout
 from components.platform import EXPERIMENT_ROLES, Platform
+from components.queue import check_gang, queued_rayjob
+from components.sweep import variants
 from components.wiring import (
     ClusterRefs,
     PlatformRefs,
@@ -48,13 +51,31 @@ class Experiment:
     identity: WorkloadIdentity
     data: DataJobs
     prepull: ImagePrepull | None
-    training: TrainingJob
+    training: TrainingJob  # the run, or a sweep's first variant
     image: pulumi.Input[str]
     # The GPU pool's id: this stack's pool, or the platform's when it owns the pool.
     gpu_pool_id: pulumi.Input[str]
     # An experiment stack's check that it and its platform agree on gpu_pool.owner (an Output that fails the
     # preview when they do not; exported so every `pulumi preview` evaluates it); None in a single stack.
     gpu_pool_owner: pulumi.Output[str] | None = None
+    # A sweep's RayJobs by variant key (components/sweep.py); empty for a single run.
+    sweep: dict[str, TrainingJob] = field(default_factory=dict)
+
+
+def rayjob_shape(s: Settings, layout: Layout):
+    """What the shared platform adds to each RayJob: the queue's suspend, gang and priority (checked: the job starts
+    whole or not at all) and the log collection's marker; None when the stack uses neither."""
+    if not (s.queue.enabled or s.logs.enabled):
+        return None
+
+    def shape(manifest: dict) -> dict:
+        if s.logs.enabled:
+            manifest = mark_ray_containers(manifest)
+        if s.queue.enabled:
+            manifest = queued_rayjob(manifest, s, layout)
+            check_gang(manifest)
+        return manifest
+    return shape
 
 
 def platform_reference(s: Settings) -> PlatformRefs:
@@ -115,10 +136,14 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     prepull = ImagePrepull("prepull", s, image, scheduling, identity.namespace, cluster_refs,  # type: ignore[arg-type]
                            depends_on=[*identity.resources, *(local.registry.ready if local else [])]) \
         if s.image.prepull and s.owns_gpu_pool() else None
-    # The RayJob after GPU nodes, data, MLflow and MCP exist.
-    training = TrainingJob("train", TrainingJobArgs(s, layout, cluster_refs, scheduling, storage_refs, identity,
+    # The RayJob after GPU nodes, data, MLflow and MCP exist; a sweep's variants each as their own (train-<key>).
+    runs = [(f"train-{v.key}", v.settings, v.layout) for v in variants(s)] or [("train", s, layout)]
+    jobs = {name: TrainingJob(name, TrainingJobArgs(rs, rl, cluster_refs, scheduling, storage_refs, identity,
                                                     secrets.sandbox_api_key,
                                                     wait_for=[*gpu_ready, *platform_ready, data],
-                                                    **overrides))
+                                                    shape=rayjob_shape(rs, rl), **overrides))
+            for name, rs, rl in runs}
+    training = next(iter(jobs.values()))
+    sweep = {name.removeprefix("train-"): job for name, job in jobs.items()} if s.training.sweep else {}
     return Experiment(pools=pools, identity=identity, data=data, prepull=prepull, training=training, image=image,
-                      gpu_pool_id=gpu_pool_id, gpu_pool_owner=owner_check)
+                      gpu_pool_id=gpu_pool_id, gpu_pool_owner=owner_check, sweep=sweep)

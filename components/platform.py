@@ -25,6 +25,8 @@ from components.cloud.registry import ImageRegistry
 from components.cloud.storage import Storage, StorageArgs
 from components.config import Settings
 from components.config.secrets import Secrets
+from components.logs import LogCollection, LogCollectionArgs
+from components.queue import Queueing, QueueingArgs
 from components.wiring import AddonRefs, ClusterRefs, PlatformRefs, mcp_url, tracking_uri
 from components.workloads.prepull import ImagePrepull
 from components.workloads.sandbox import SandboxArgs, Sandboxes
@@ -52,6 +54,8 @@ class Platform:
     sandboxes: Sandboxes | None
     tracking: Tracking | None
     prepull: ImagePrepull | None = None  # a platform that owns the GPU pool pre-pulls the image onto it
+    queueing: Queueing | None = None  # queue.enabled: ack-kube-queue, the quota tree, the priority classes
+    logs: LogCollection | None = None  # logs.enabled: logtail-ds and the Ray log collection
 
 
 def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -> Platform:
@@ -101,6 +105,14 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
                            depends_on=[*identity.workload.resources, *registry.ready]) \
         if s.kind == "platform" and s.owns_gpu_pool() and s.image.prepull else None
 
+    # Shared-platform services (a platform stack only): the job queue and the Ray log collection experiments use.
+    queueing = Queueing("queue", QueueingArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
+                                              pools.system_ready)) \
+        if s.kind == "platform" and s.queue.enabled else None
+    logs = LogCollection("logs", LogCollectionArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
+                                                   pools.system_ready)) \
+        if s.kind == "platform" and s.logs.enabled else None
+
     refs = PlatformRefs(
         region=s.region,
         cluster_id=cluster.cluster_id,
@@ -120,4 +132,4 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     )
     return Platform(refs=refs, cluster=cluster, cluster_refs=cluster_refs, pools=pools, identity=identity,
                     storage=storage, ingress=ingress, registry=registry, sandboxes=sandboxes, tracking=tracking,
-                    prepull=prepull)
+                    prepull=prepull, queueing=queueing, logs=logs)

@@ -262,7 +262,15 @@ def checkpoint_key_prefix(s: Settings) -> str:
     """<checkpoints_prefix><project>/<experiment>/: where this experiment's checkpoints land in the bucket (the
     training role may write only there; teardown.py keeps the newest step from there)."""
     t = s.training
+    variant = t._sweep_variant  # a sweep variant's folder sits under the sweep's prefix (components/sweep.py)
+    if variant:
+        return f"{s.storage.checkpoints_prefix}{t.project_name}/{variant_base_name(t.experiment_name, variant)}/{variant}/"
     return f"{s.storage.checkpoints_prefix}{t.project_name}/{t.experiment_name}/"
+
+
+def variant_base_name(run_name: str, variant: str) -> str:
+    """The sweep's experiment name from a variant's run name `<sweep>-<variant>` (components/sweep.py)."""
+    return run_name[:-len(variant) - 1] if run_name.endswith(f"-{variant}") else run_name
 
 
 def model_path(s: Settings) -> str:

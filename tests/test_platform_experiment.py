@@ -35,7 +35,7 @@ def _custom(rec):
 
 
 def test_the_split_stacks_are_a_platform_and_an_experiment_on_it():
-    assert sorted(SPLIT_STACKS) == sorted([PLATFORM, EXPERIMENT])
+    assert sorted(SPLIT_STACKS) == sorted([PLATFORM, EXPERIMENT, "dev-sweep"])  # dev-sweep: test_sharing.py
     exp = parse_settings(stack_settings(EXPERIMENT))
     assert exp.kind == "experiment" and exp.platform_stack.endswith(f"/{PROJECT}/{PLATFORM}")
     assert parse_settings(stack_settings(PLATFORM)).kind == "platform"

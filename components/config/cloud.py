@@ -265,6 +265,10 @@ DEFAULT_ADDONS: dict[str, str] = {
     "monitoring": "arms-prometheus",
     # Lingjun stacks only: exposes the RDMA NICs as `rdma/hca` (https://help.aliyun.com/zh/ack/product-overview/ack-rdma-device-plugin).
     "rdma": "ack-rdma-device-plugin",
+    # queue.enabled platforms only: the job queue (cloud-native AI suite component; docs/facts.md "Shared platform").
+    "kube_queue": "ack-kube-queue",
+    # logs.enabled platforms only: Logtail DaemonSet + alibaba-log-controller (AliyunLogConfig CRD).
+    "logtail": "logtail-ds",
 }
 OPTIONAL_ADDONS = ("monitoring", "node_problem_detector")
 # Minimum add-on versions ACK requires for a Lingjun node pool, by add-on name (docs/facts.md §4:
@@ -277,6 +281,7 @@ LINGJUN_MIN_ADDON_VERSIONS: dict[str, str] = {
     "csi-plugin": "1.32.2",
     "csi-provisioner": "1.32.2",
     "ack-pod-identity-webhook": "0.2.1",
+    "logtail-ds": "2.1.6",
 }
 LINGJUN_NODE_POOL_DOC = ("https://www.alibabacloud.com/help/zh/ack/ack-managed-and-ack-dedicated/user-guide/"
                          "create-and-manage-a-lingjun-node-pool")

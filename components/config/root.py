@@ -21,6 +21,7 @@ from components.config.estimates import CostSettings, LatencySettings
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.sandbox import SandboxSettings
+from components.config.sharing import LogSettings, QueueSettings
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
 from components.config.types import EnvironmentName, RegionId, Strict, TagKey, TagValue, ZoneId
 
@@ -69,6 +70,11 @@ class Settings(Strict):
         default_factory=LatencySettings, description="Durations of the time-to-first-step model (offline/report/latency.py).")
     cost: CostSettings = Field(
         default_factory=CostSettings, description="Prices and run assumptions of the cost ESTIMATE (offline/report/cost.py).")
+    queue: QueueSettings = Field(
+        default_factory=QueueSettings, description="Job queue of a shared platform: quotas per team, priorities, "
+        "all-or-nothing starts (components/queue.py).")
+    logs: LogSettings = Field(
+        default_factory=LogSettings, description="Ray logs kept in Log Service after the job (components/logs.py).")
 
     @model_validator(mode="before")
     @classmethod
@@ -214,6 +220,35 @@ class Settings(Strict):
                 f"training.rollout_engine {engine} does not run on versions.verl_image {self.versions.verl_image}, "
                 f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl "
                 "image (vllmNNN.* or sglNNN.*) or change the engine")
+        return self
+
+    @model_validator(mode="after")
+    def _sharing(self) -> Settings:
+        """Rules of the queue, sweeps and logs (components/queue.py, sweep.py, logs.py)."""
+        if self.training.sweep is not None and self.kind != "experiment":
+            raise ValueError("training.sweep runs one RayJob per variant on a platform's queue: it needs kind: "
+                             "experiment with queue.enabled (docs/stacks.md); remove training.sweep here")
+        if self.training.sweep is not None and not self.queue.enabled:
+            raise ValueError("training.sweep needs queue.enabled: true: without the queue every variant's RayJob "
+                             "would start at once and hold part of the GPU pool (a partial allocation deadlocks); "
+                             "enable the queue on the platform and here")
+        if self.queue.enabled and self.kind == "single":
+            raise ValueError("queue.enabled applies to split stacks (a platform and its experiments); a single stack "
+                             "runs one job: remove queue.enabled, or split the stack (docs/stacks.md)")
+        if self.queue.enabled and self.kind == "platform":
+            total = self.gpu_pool.nodes * self.gpu_pool.gpus_per_node
+            guaranteed = sum(t.min_gpus for t in self.queue.teams.values())
+            if guaranteed > total:
+                raise ValueError(f"queue.teams guarantee {guaranteed} GPUs (sum of min_gpus) but the GPU pool has "
+                                 f"{total}: the quota tree's children may not guarantee more than its root; lower "
+                                 "min_gpus")
+            for ns, team in self.queue.teams.items():
+                if team.gpus > total:
+                    raise ValueError(f"queue.teams.{ns}.gpus {team.gpus} exceeds the GPU pool's {total} GPUs: a leaf's "
+                                     "max may not exceed the root's; lower it")
+                if ns == self.job.namespace:
+                    raise ValueError(f"queue.teams.{ns} is the platform's own namespace (job.namespace); teams are "
+                                     "the namespaces experiments use")
         return self
 
     def warnings(self) -> list[tuple[str, str]]:

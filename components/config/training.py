@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from components.config.sharing import SweepSettings
 from components.config.types import (
     INT64_MAX,
     CpuQuantity,
@@ -142,6 +144,29 @@ class TrainingSettings(Strict):
         "default 256, which cut tracebacks in the middle). The code tool clips to it itself, keeping the head and "
         "the tail around a marker. The text counts against max_response_length (about 4 characters a token), so "
         "it may be at most 2 x max_response_length.")
+
+    sweep: SweepSettings | None = Field(
+        None, description="Experiment: a small grid over verl settings (lr, kl_loss_coef, rollout_n, entropy_coeff); "
+        "each combination runs as its own queued RayJob with its own run name, checkpoint folder and MLflow run "
+        "(components/sweep.py). Empty = one run with the values above.")
+    # Set by components/sweep.py on a variant's settings, never by a stack file: the variant's folder under the
+    # sweep's checkpoint prefix (components/wiring.py checkpoint_key_prefix), so the one training role of the
+    # experiment covers every variant and teardown keeps each variant's latest step.
+    _sweep_variant: str | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _sweep_variants_valid(self) -> "TrainingSettings":
+        # Every variant must be a valid training section on its own (e.g. an lr of 2 is refused here, by name).
+        if self.sweep is not None:
+            base = self.model_dump(exclude={"sweep"})
+            axes = self.sweep.axes()
+            for combo in itertools.product(*axes.values()):
+                overrides = dict(zip(axes, combo, strict=True))
+                try:
+                    TrainingSettings.model_validate({**base, **overrides})
+                except ValueError as err:
+                    raise ValueError(f"training.sweep variant {overrides} is not valid: {err}") from None
+        return self
 
     @model_validator(mode="after")
     def _tool_response_fits(self) -> "TrainingSettings":

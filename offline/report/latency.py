@@ -577,7 +577,9 @@ def single_of_pair(platform_raw: dict, experiment_raw: dict) -> dict:
     "new platform + experiment" figure: platform sections from the platform, the rest from the experiment."""
     out = {k: v for k, v in platform_raw.items() if k in PLATFORM_SECTIONS}
     out.update({k: v for k, v in experiment_raw.items() if k not in PLATFORM_SECTIONS
-                and k not in ("kind", "platform_stack", "ttl_hours", "deploy_on_merge")})
+                and k not in ("kind", "platform_stack", "ttl_hours", "deploy_on_merge", "queue", "logs")})
+    if isinstance(out.get("training"), dict):  # the figure is one run's: a sweep's variants queue one after another
+        out["training"] = {k: v for k, v in out["training"].items() if k != "sweep"}
     if isinstance(out.get("gpu_pool"), dict):  # a single stack owns its GPU pool whichever half of the pair does
         out["gpu_pool"] = {k: v for k, v in out["gpu_pool"].items() if k != "owner"}
     out["kind"] = "single"

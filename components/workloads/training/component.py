@@ -7,7 +7,7 @@ call directly. KubeRay's controller rules run here, at preview, before anything 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -49,6 +49,9 @@ class TrainingJobArgs:
     image: Optional[pulumi.Input[str]] = None
     tracking_uri: Optional[pulumi.Input[str]] = None
     mcp_url: Optional[pulumi.Input[str]] = None
+    # What a shared platform adds to the RayJob before KubeRay's rules are checked: the queue's suspend, gang labels
+    # and priority, the log collection's marker (components/experiment.py); None = the RayJob as built.
+    shape: Optional[Callable[[dict], dict]] = None
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -115,6 +118,8 @@ class TrainingJob(pulumi.ComponentResource):
 
         # ---- the RayJob
         manifest = rayjob_manifest(s, layout, args.gpu, wiring)
+        if args.shape is not None:
+            manifest = args.shape(manifest)
         check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=volumes["checkpoints"].name)
         self.entrypoint: str = manifest["spec"]["entrypoint"]
         if args.image is not None or args.tracking_uri is not None:
@@ -134,6 +139,7 @@ class TrainingJob(pulumi.ComponentResource):
                 # A RayJob runs once: KubeRay does not resubmit a job whose spec changes. Replace it instead, and
                 # delete first because the name is fixed.
                 replace_on_changes=["spec"], delete_before_replace=True))
+        self.rayjob_name: str = s.job.name
         self.register_outputs({"entrypoint": self.entrypoint, "rayjob_name": s.job.name})
 
 

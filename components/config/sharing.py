@@ -1,0 +1,121 @@
+"""Settings of experiments that share a platform: the job queue with per-team quotas, sweeps, and run logs.
+
+- `queue` (ack-kube-queue + ElasticQuotaTree + ACK gang scheduling): a platform installs the queue and renders the
+  quota tree and priority classes; an experiment's RayJobs are created suspended and start only when the queue
+  admits them, all of their pods at once (components/queue.py, docs/stacks.md "Queued experiments").
+- `training.sweep`: a small grid over verl settings, one queued RayJob per variant (components/sweep.py).
+- `logs`: driver, worker and vLLM logs of every Ray pod collected into a Log Service logstore that the platform's
+  collection owns and an experiment's destroy never touches (components/logs.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from components.config.types import Dns1123Label, Strict
+
+# The grid is a product: three axes of three values already make 27 RayJobs. The cap keeps a sweep "small" (each
+# variant is a full GPU job); a larger study wants a scheduler of its own.
+SWEEP_MAX_VARIANTS = 16
+# The same bounds as the training fields they replace (components/config/training.py); the per-variant validation
+# applies the full rules of each field.
+Rate = Annotated[float, Field(gt=0, lt=1)]
+Coefficient = Annotated[float, Field(ge=0, le=1000)]
+SampleCount = Annotated[int, Field(ge=1, le=4096)]
+PRIORITIES = ("low", "normal", "high")
+
+
+class TeamQuota(Strict):
+    gpus: int = Field(ge=0, le=1 << 20, description="Most GPUs the team's namespace may use at once (the quota's max); "
+                      "a RayJob needing more than this never leaves the queue.")
+    min_gpus: int = Field(0, ge=0, le=1 << 20, description="GPUs guaranteed to the team (the quota's min); idle "
+                          "guaranteed GPUs may be lent to other teams and are reclaimed when the team needs them.")
+
+    @model_validator(mode="after")
+    def _min_max(self) -> TeamQuota:
+        if self.min_gpus > self.gpus:
+            raise ValueError(f"min_gpus {self.min_gpus} exceeds gpus {self.gpus}: ElasticQuotaTree needs min <= max "
+                             "on every node; lower min_gpus or raise gpus")
+        return self
+
+
+class QueueSettings(Strict):
+    enabled: bool = Field(
+        False, description="Queue experiments on the platform's GPU pool (ack-kube-queue, ElasticQuotaTree, ACK gang "
+        "scheduling). A platform installs the queue and renders the quotas; an experiment's RayJobs are created "
+        "suspended and start, all pods or none, when their namespace's quota has room, by priority then submission "
+        "order. Both stacks of a pair say the same.")
+    teams: dict[Dns1123Label, TeamQuota] = Field(
+        default_factory=dict, description="Platform: the quota per team, keyed by the namespace its experiments use "
+        "(job.namespace). Each becomes a leaf of the ElasticQuotaTree; an experiment in a namespace not listed here "
+        "is not queued against a quota.")
+    priority: Literal["low", "normal", "high"] = Field(
+        "normal", description="Experiment: the queue priority of its RayJobs (a PriorityClass the platform creates). "
+        "Higher goes first; equal priorities go in submission order.")
+    priority_values: dict[Literal["low", "normal", "high"], int] = Field(
+        default_factory=lambda: {"low": 1000, "normal": 2000, "high": 3000},
+        description="Platform: the value of each PriorityClass (verl-ack-<priority>). They never preempt a running "
+        "job (preemptionPolicy: Never): verl cannot survive losing a node.")
+
+    @model_validator(mode="after")
+    def _values(self) -> QueueSettings:
+        if set(self.priority_values) != set(PRIORITIES):
+            raise ValueError(f"queue.priority_values needs a value for each of {list(PRIORITIES)}")
+        values = [self.priority_values[p] for p in PRIORITIES]
+        if values != sorted(set(values)) or not all(0 <= v <= 1_000_000_000 for v in values):
+            raise ValueError("queue.priority_values must rise strictly from low to high, each 0..1000000000 (the "
+                             "range Kubernetes allows user PriorityClasses)")
+        return self
+
+
+class LogSettings(Strict):
+    enabled: bool = Field(
+        False, description="Keep every Ray pod's log files (driver, workers, vLLM: /tmp/ray/session_*/logs) in a Log "
+        "Service logstore after the Ray cluster is deleted. The platform installs the logtail-ds add-on and owns the "
+        "collection; experiments only mark their Ray containers. Both stacks of a pair say the same.")
+    retention_days: int = Field(
+        30, ge=1, le=3650, description="Days the logstore keeps log entries (AliyunLogConfig lifeCycle).")
+    logstore: Dns1123Label = Field("verl-ray", description="Logstore the Ray logs go to (created by the log "
+                                   "controller when missing).")
+    project: Dns1123Label | None = Field(
+        None, description="Log Service project of the logstore. Empty = the project the logtail-ds add-on uses, "
+        "k8s-log-<cluster id>. Project names are unique across Alibaba Cloud.")
+
+
+class SweepSettings(Strict):
+    """A grid over verl settings; every combination is one variant, i.e. one queued RayJob with its own run."""
+
+    lr: list[Rate] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+                            description="Actor learning rates to try (training.lr).")
+    kl_loss_coef: list[Coefficient] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+                                      description="KL loss coefficients to try (training.kl_loss_coef).")
+    rollout_n: list[SampleCount] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+                                 description="Responses per prompt to try (training.rollout_n).")
+    entropy_coeff: list[Coefficient] = Field(default_factory=list, max_length=SWEEP_MAX_VARIANTS,
+                                       description="Entropy bonus coefficients to try (training.entropy_coeff).")
+
+    def axes(self) -> dict[str, list]:
+        """The non-empty axes, in a fixed order (the variants' order and names depend on nothing else)."""
+        return {k: list(getattr(self, k)) for k in ("lr", "kl_loss_coef", "rollout_n", "entropy_coeff")
+                if getattr(self, k)}
+
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.axes().values())
+
+    @model_validator(mode="after")
+    def _small(self) -> SweepSettings:
+        axes = self.axes()
+        if not axes:
+            raise ValueError("training.sweep lists no values: give at least one of lr, kl_loss_coef, rollout_n, "
+                             "entropy_coeff, or remove training.sweep")
+        for key, values in axes.items():
+            if len(set(values)) != len(values):
+                raise ValueError(f"training.sweep.{key} lists a value twice: every variant must differ")
+        if self.size() > SWEEP_MAX_VARIANTS:
+            raise ValueError(f"training.sweep has {self.size()} variants (the product of its lists), more than "
+                             f"{SWEEP_MAX_VARIANTS}: each variant is a full GPU job; shorten the lists or split the "
+                             "sweep into several stacks")
+        return self

@@ -1,0 +1,193 @@
+"""Queued, all-or-nothing experiments on a shared platform: ack-kube-queue, ElasticQuotaTree and ACK gang scheduling.
+
+Without a queue, a second experiment on a platform's GPU pool waits Pending until `preRunningDeadlineSeconds` fails
+it, and two multi-node RayJobs can each hold part of the pool and wait for the rest forever. With `queue.enabled`:
+
+- the platform installs ack-kube-queue (cs.KubernetesAddon `versions.addons.kube_queue`) and renders one
+  ElasticQuotaTree (kube-system/elasticquotatree): the GPU pool is the root (min == max), each team's namespace a
+  leaf with its `gpus` (max) and `min_gpus` (min), plus one PriorityClass per queue priority;
+- an experiment's RayJob is created with `spec.suspend: true`. kube-queue makes one QueueUnit of the whole job (head
+  plus every worker replica, summed) and resumes it only when that total fits the namespace's quota; order is
+  priority, then first submission (kube-queue priority plugin). KubeRay creates nothing for a suspended RayJob;
+- every Ray pod carries ACK's gang labels (pod-group name = the RayJob, min-available = all its pods), so the
+  scheduler binds all of them or none: a job resumed by the queue can never hold part of the pool.
+
+Waiting in the queue does not count against the job's deadlines: KubeRay v1.7.0 keeps a suspended RayJob in
+`Suspended` without checking them, and on resume goes back to `New`, whose initialisation sets `status.startTime`
+anew, the clock of both `activeDeadlineSeconds` and `preRunningDeadlineSeconds` (docs/facts.md "Shared platform").
+Sources for every name here: docs/facts.md "Shared platform"; uncertain ones in docs/uncertain-facts.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_alicloud as alicloud
+import pulumi_kubernetes as k8s
+
+from components.config import Settings
+from components.model.layout import Layout
+
+EQT_API_VERSION = "scheduling.sigs.k8s.io/v1beta1"
+EQT_NAME = "elasticquotatree"  # one tree per cluster, in kube-system (ACK capacity scheduling)
+EQT_NAMESPACE = "kube-system"
+# ACK kube-scheduler gang labels: it creates the PodGroup named by the first, and binds the group's pods only when
+# min-available of them can run.
+POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
+MIN_AVAILABLE_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+GPU = "nvidia.com/gpu"
+# The queue reads a RayJob's priority from the head pod's priorityClassName; all pods of a gang share it.
+PRIORITY_CLASS_PREFIX = "verl-ack-"
+# Oldest ack-kube-queue that queues RayJobs (ACK "Automate RayJobs" prerequisites: Kube Queue v1.21.4 or later).
+KUBE_QUEUE_RAYJOB_MIN = "1.21.4"
+
+
+class QueueError(ValueError):
+    """A queued RayJob that could start partially or out of the queue; the message names the field and the fix."""
+
+
+def priority_class_name(priority: str) -> str:
+    return f"{PRIORITY_CLASS_PREFIX}{priority}"
+
+
+def priority_class_manifests(s: Settings) -> list[dict]:
+    """One PriorityClass per queue priority. preemptionPolicy Never: a high-priority job waits for the GPUs instead
+    of evicting a running one (verl cannot lose a node mid-run)."""
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": priority_class_name(p), "labels": {"app.kubernetes.io/part-of": "verl-ack"}},
+             "value": value, "preemptionPolicy": "Never", "globalDefault": False,
+             "description": f"verl-ack queue priority {p} (components/queue.py)"}
+            for p, value in s.queue.priority_values.items()]
+
+
+def _quota(gpus: int, cpu: int, memory_gib: int) -> dict[str, Any]:
+    return {"cpu": cpu, "memory": f"{memory_gib}Gi", GPU: gpus}
+
+
+def elastic_quota_tree_manifest(s: Settings) -> dict:
+    """The platform's quota tree: the GPU pool as the root (ACK requires root min == max, at most the cluster), one
+    leaf per team namespace. CPU and memory are the GPU pool's, in every node, so only GPUs ever bind (the data Jobs
+    in a team's namespace fit beside any RayJob); a team's GPU max is its `gpus`, its guarantee `min_gpus`."""
+    g = s.gpu_pool
+    gpus, cpu, mem = g.nodes * g.gpus_per_node, g.nodes * g.cpus_per_node, g.nodes * g.memory_gib_per_node
+    children = [{"name": f"root.{ns}", "namespaces": [ns],
+                 "max": _quota(team.gpus, cpu, mem), "min": _quota(team.min_gpus, 0, 0)}
+                for ns, team in sorted(s.queue.teams.items())]
+    root = {"name": "root", "max": _quota(gpus, cpu, mem), "min": _quota(gpus, cpu, mem)}
+    if children:
+        root["children"] = children
+    return {"apiVersion": EQT_API_VERSION, "kind": "ElasticQuotaTree",
+            "metadata": {"name": EQT_NAME, "namespace": EQT_NAMESPACE,
+                         "labels": {"app.kubernetes.io/part-of": "verl-ack"}},
+            "spec": {"root": root}}
+
+
+def _templates(manifest: dict) -> list[tuple[str, dict, int]]:
+    """(where, group, pod count) of every Ray pod group of a RayJob manifest."""
+    cluster = manifest["spec"]["rayClusterSpec"]
+    out = [("spec.rayClusterSpec.headGroupSpec", cluster["headGroupSpec"], 1)]
+    for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
+        out.append((f"spec.rayClusterSpec.workerGroupSpecs[{i}]", group, group.get("replicas", 0)))
+    return out
+
+
+def queued_rayjob(manifest: dict, s: Settings, layout: Layout) -> dict:
+    """The RayJob as the queue needs it: suspended, every pod in one gang of all its pods, the queue priority."""
+    out = copy.deepcopy(manifest)
+    pods = sum(n for _, _, n in _templates(out))
+    if pods != layout.nodes:
+        raise QueueError(f"the RayJob has {pods} pods but the layout {layout.nodes} nodes: the gang must be all of "
+                         "them")
+    out["spec"]["suspend"] = True  # kube-queue resumes it; KubeRay creates no pod while it is suspended
+    name = out["metadata"]["name"]
+    for _, group, _ in _templates(out):
+        meta = group["template"].setdefault("metadata", {})
+        meta.setdefault("labels", {}).update({POD_GROUP_LABEL: name, MIN_AVAILABLE_LABEL: str(pods)})
+        group["template"]["spec"]["priorityClassName"] = priority_class_name(s.queue.priority)
+    return out
+
+
+def job_request(manifest: dict) -> dict[str, float]:
+    """What the queue admits as one unit: the requests of the head plus every worker replica, summed."""
+    total: dict[str, float] = {}
+    for _, group, n in _templates(manifest):
+        for c in group["template"]["spec"]["containers"]:
+            for key, value in (c.get("resources") or {}).get("requests", {}).items():
+                if key == GPU:
+                    total[key] = total.get(key, 0) + n * int(value)
+    return total
+
+
+def check_gang(manifest: dict) -> None:
+    """A queued RayJob can start only whole: suspended at creation, every pod in one PodGroup whose min-available is
+    all of them, one priority for the gang (ACK: all pods of a PodGroup share one priority)."""
+    spec = manifest.get("spec") or {}
+    if spec.get("suspend") is not True:
+        raise QueueError("spec.suspend must be true: the queue resumes the RayJob; created running, it would take GPUs "
+                         "outside the quota")
+    groups = _templates(manifest)
+    pods = sum(n for _, _, n in groups)
+    name = manifest["metadata"]["name"]
+    classes = set()
+    for where, group, _ in groups:
+        labels = (group["template"].get("metadata") or {}).get("labels") or {}
+        if labels.get(POD_GROUP_LABEL) != name or labels.get(MIN_AVAILABLE_LABEL) != str(pods):
+            raise QueueError(f"{where}.template.metadata.labels: every Ray pod needs {POD_GROUP_LABEL}={name} and "
+                             f"{MIN_AVAILABLE_LABEL}={pods} (all pods of the job), or part of it could start")
+        classes.add(group["template"]["spec"].get("priorityClassName"))
+    if len(classes) != 1 or None in classes:
+        raise QueueError("every Ray pod template needs the same priorityClassName: a gang shares one priority")
+
+
+def queue_summary(s: Settings) -> dict[str, Any]:
+    """What the plan says about the queue of this stack."""
+    out: dict[str, Any] = {"enabled": s.queue.enabled}
+    if s.queue.enabled and s.kind == "platform":
+        out["quota_tree"] = f"{EQT_NAMESPACE}/{EQT_NAME}"
+        out["teams"] = {ns: {"gpus": t.gpus, "min_gpus": t.min_gpus} for ns, t in sorted(s.queue.teams.items())}
+        out["pool_gpus"] = s.gpu_pool.nodes * s.gpu_pool.gpus_per_node
+    if s.queue.enabled and s.kind == "experiment":
+        out["priority_class"] = priority_class_name(s.queue.priority)
+        out["namespace"] = s.job.namespace
+    return out
+
+
+@dataclass
+class QueueingArgs:
+    settings: Settings
+    cluster_id: pulumi.Input[str]
+    provider: pulumi.ProviderResource  # the explicit alicloud provider
+    k8s_provider: pulumi.ProviderResource
+    nodes_ready: list[pulumi.Resource] = field(default_factory=list)  # the queue's pods run on the system pool
+
+
+class Queueing(pulumi.ComponentResource):
+    """The platform's queue: the ack-kube-queue add-on, the ElasticQuotaTree and the PriorityClasses."""
+
+    def __init__(self, name: str, args: QueueingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("verl-ack:queue:Queueing", name, None, opts)
+        s = args.settings
+        addon = s.versions.addons["kube_queue"]
+        self.addon = alicloud.cs.KubernetesAddon(
+            f"{name}-kube-queue", cluster_id=args.cluster_id, name=addon.name, version=addon.version,
+            # RayJob queueing is a job-extensions switch (--enabled-extensions ... rayjob); the add-on's config key
+            # for it is not published, so the plan says to check it (docs/uncertain-facts.md).
+            # The queue's controller pods need the system pool's nodes, or the install reports failed.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready))
+        tree = elastic_quota_tree_manifest(s)
+        self.quota_tree = k8s.apiextensions.CustomResource(
+            f"{name}-quota-tree", api_version=tree["apiVersion"], kind=tree["kind"], metadata=tree["metadata"],
+            spec=tree["spec"],
+            # The ElasticQuotaTree is read by the queue, which is installed first (the tree's CRD is ACK Pro's).
+            opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=[self.addon]))
+        self.priority_classes = [
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-{m['metadata']['name']}", metadata=m["metadata"], value=m["value"],
+                preemption_policy=m["preemptionPolicy"], global_default=m["globalDefault"],
+                description=m["description"], opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider))
+            for m in priority_class_manifests(s)]
+        self.ready: list[pulumi.Resource] = [self.addon, self.quota_tree, *self.priority_classes]
+        self.register_outputs({"quota_tree": f"{EQT_NAMESPACE}/{EQT_NAME}"})

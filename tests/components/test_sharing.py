@@ -1,0 +1,159 @@
+"""Experiments that share a platform: queued all-or-nothing RayJobs, sweeps as one stack, logs that outlive the job."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.config import Settings
+from components.logs import RAY_LOGS_ENV, aliyun_log_config_manifest, mark_ray_containers
+from components.model import parse_settings
+from components.model.layout import resolve_layout
+from components.queue import (
+    MIN_AVAILABLE_LABEL,
+    POD_GROUP_LABEL,
+    QueueError,
+    check_gang,
+    elastic_quota_tree_manifest,
+    job_request,
+    queued_rayjob,
+)
+from components.sweep import variants
+from components.wiring import gpu_scheduling
+from components.workloads.training.rayjob import pod_wiring, rayjob_manifest
+from tests.conftest import record, stack_settings
+
+
+def _queued(s: Settings, namespace: str) -> dict:
+    layout = resolve_layout(s)
+    manifest = rayjob_manifest(s, layout, gpu_scheduling(s), pod_wiring(s, namespace=namespace, service_account="sa"))
+    out = queued_rayjob(manifest, s, layout)
+    check_gang(out)
+    return out
+
+
+def _pods(manifest: dict) -> list[dict]:
+    cluster = manifest["spec"]["rayClusterSpec"]
+    head = [cluster["headGroupSpec"]["template"]]
+    return head + [g["template"] for g in cluster.get("workerGroupSpecs") or [] for _ in range(g["replicas"])]
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_two_experiments_that_together_exceed_the_pool_can_each_start_only_whole(nodes):
+    platform = parse_settings(stack_settings("dev-platform", {"gpu_pool": {"nodes": nodes}, "queue": {"teams": {
+        "team-a": {"gpus": 8 * nodes}, "team-b": {"gpus": 8 * nodes}}}}))
+    tree = elastic_quota_tree_manifest(platform)
+    pool = tree["spec"]["root"]["max"]["nvidia.com/gpu"]
+    jobs = []
+    for ns in ("team-a", "team-b"):
+        s = parse_settings(stack_settings("dev-grpo", {"gpu_pool": {"nodes": nodes}, "job": {"namespace": ns}}))
+        jobs.append(_queued(s, ns))
+    assert sum(job_request(j)["nvidia.com/gpu"] for j in jobs) > pool, "the two jobs must not fit together"
+    for job in jobs:
+        # Suspended: the queue admits the job's whole request as one unit, which fits the quota alone...
+        assert job["spec"]["suspend"] is True
+        assert job_request(job)["nvidia.com/gpu"] == 8 * nodes <= pool
+        # ...and once resumed every pod is in one gang of all its pods: no partial allocation can be held.
+        pods = _pods(job)
+        assert len(pods) == nodes
+        for pod in pods:
+            assert pod["metadata"]["labels"][POD_GROUP_LABEL] == job["metadata"]["name"]
+            assert pod["metadata"]["labels"][MIN_AVAILABLE_LABEL] == str(nodes)
+    leaves = {c["namespaces"][0]: c["max"]["nvidia.com/gpu"] for c in tree["spec"]["root"]["children"]}
+    assert {ns: leaves[ns] for ns in ("team-a", "team-b")} == {"team-a": 8 * nodes, "team-b": 8 * nodes}
+    assert tree["spec"]["root"]["min"] == tree["spec"]["root"]["max"], "ACK requires root min == max"
+
+
+def test_a_rayjob_whose_gang_is_not_all_its_pods_is_refused_before_anything_is_created():
+    s = parse_settings(stack_settings("dev-grpo", {"gpu_pool": {"nodes": 2}}))
+    job = _queued(s, "verl-dev-grpo")
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["metadata"]["labels"][MIN_AVAILABLE_LABEL] = "1"
+    with pytest.raises(QueueError, match="min-available=2"):
+        check_gang(job)
+    running = _queued(s, "verl-dev-grpo")
+    running["spec"]["suspend"] = False
+    with pytest.raises(QueueError, match="spec.suspend"):
+        check_gang(running)
+
+
+def test_the_platform_installs_the_queue_and_renders_quotas_and_priorities_that_never_preempt():
+    rec = record("dev-platform")
+    addons = {r.name: r.inputs["name"] for r in rec.by_type("alicloud:cs/kubernetesAddon:KubernetesAddon")}
+    assert addons["queue-kube-queue"] == "ack-kube-queue" and addons["logs-logtail"] == "logtail-ds"
+    tree = [r for r in rec.by_type("kubernetes:scheduling.sigs.k8s.io/v1beta1:ElasticQuotaTree")]
+    assert len(tree) == 1 and tree[0].inputs["metadata"]["namespace"] == "kube-system"
+    classes = rec.by_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    assert {r.inputs["metadata"]["name"] for r in classes} == {"verl-ack-low", "verl-ack-normal", "verl-ack-high"}
+    assert all(r.inputs["preemptionPolicy"] == "Never" for r in classes)
+
+
+def test_a_queued_experiment_waits_without_its_deadline_running_because_kuberay_restarts_the_clock_on_resume():
+    # The deadlines stay as set: KubeRay v1.7.0 checks them only from Initializing/Running, and startTime is set
+    # anew when the queue resumes the job (docs/facts.md "Shared platform"); so they are safe to keep on a queued job.
+    rec = record("dev-grpo")
+    (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
+    spec = job.inputs["spec"]
+    assert spec["suspend"] is True and spec["shutdownAfterJobFinishes"] is True
+    assert spec["preRunningDeadlineSeconds"] > 0
+
+
+def test_a_sweep_renders_one_queued_rayjob_per_variant_with_its_own_run_checkpoints_and_logical_name():
+    rec = record("dev-sweep")
+    jobs = rec.by_type("kubernetes:ray.io/v1:RayJob")
+    s = parse_settings(stack_settings("dev-sweep"))
+    vs = variants(s)
+    assert len(jobs) == len(vs) == 4
+    by_name = {j.inputs["metadata"]["name"]: j for j in jobs}
+    for v in vs:
+        job = by_name[v.rayjob_name]
+        assert job.name == f"train-{v.key}-rayjob"
+        entry = job.inputs["spec"]["entrypoint"]
+        assert f"trainer.experiment_name={v.run_name}" in entry
+        assert f"/{s.training.experiment_name}/{v.key}" in entry  # its own checkpoint folder
+        assert job.inputs["spec"]["suspend"] is True
+    assert len({v.checkpoint_prefix for v in vs}) == 4
+    assert rec.outputs["sweep_rayjobs"] == {v.key: v.rayjob_name for v in vs}
+
+
+def test_sweep_variant_names_do_not_change_when_the_lists_are_reordered():
+    a = parse_settings(stack_settings("dev-sweep", {"training": {"sweep": {"lr": [1.0e-6, 3.0e-6]}}}))
+    b = parse_settings(stack_settings("dev-sweep", {"training": {"sweep": {"lr": [3.0e-6, 1.0e-6]}}}))
+    assert {v.key for v in variants(a)} == {v.key for v in variants(b)}
+
+
+def test_a_sweep_variant_that_breaks_a_rule_is_refused_naming_the_variant():
+    with pytest.raises(Exception, match="sweep"):
+        parse_settings(stack_settings("dev-sweep", {"training": {"sweep": {"lr": [1.0e-6, 2.0]}}}))
+
+
+def test_a_sweep_larger_than_the_cap_or_without_a_queue_is_refused():
+    with pytest.raises(Exception, match="more than 16"):
+        parse_settings(stack_settings("dev-sweep", {"training": {"sweep": {"lr": [1e-6, 2e-6, 3e-6, 4e-6, 5e-6],
+                                                                           "kl_loss_coef": [0.1, 0.2, 0.3, 0.4]}}}))
+    with pytest.raises(Exception, match="queue.enabled"):
+        parse_settings(stack_settings("dev-sweep", {"queue": {"enabled": False}}))
+
+
+def test_ray_logs_are_collected_by_the_platform_and_experiments_only_mark_their_containers():
+    s = parse_settings(stack_settings("dev-platform"))
+    m = aliyun_log_config_manifest(s)
+    detail = m["spec"]["logtailConfig"]["inputDetail"]
+    assert detail["logPath"] == "/tmp/ray" and detail["dockerFile"] is True
+    assert detail["dockerIncludeEnv"] == {RAY_LOGS_ENV: ""}
+    assert m["spec"]["lifeCycle"] == s.logs.retention_days
+    assert m["spec"]["logtailConfig"]["configName"] == m["metadata"]["name"]
+    platform = record("dev-platform")
+    assert len(platform.by_type("kubernetes:log.alibabacloud.com/v1alpha1:AliyunLogConfig")) == 1
+    experiment = record("dev-grpo")
+    assert not experiment.by_type("kubernetes:log.alibabacloud.com/v1alpha1:AliyunLogConfig")
+    assert not [r for r in experiment.by_type("alicloud:cs/kubernetesAddon:KubernetesAddon")]
+    (job,) = experiment.by_type("kubernetes:ray.io/v1:RayJob")
+    containers = [c for c in job.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]]
+    assert all(any(e["name"] == RAY_LOGS_ENV for e in c["env"]) for c in containers)
+    assert mark_ray_containers(mark_ray_containers(job.inputs)) == mark_ray_containers(job.inputs)
+
+
+def test_single_stacks_neither_queue_nor_collect_logs():
+    rec = record("dev")
+    (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
+    assert "suspend" not in job.inputs["spec"]
+    assert not rec.by_type("kubernetes:scheduling.sigs.k8s.io/v1beta1:ElasticQuotaTree")
