@@ -114,8 +114,8 @@ def docs_pins() -> dict[str, tuple[str, str]]:
 
 
 # ============================================================================================== structure
-def test_the_four_workflows_exist():
-    assert set(DOCS) == {"pr.yml", "deploy.yml", "teardown.yml", "image.yml"}
+def test_the_five_workflows_exist():
+    assert set(DOCS) == {"pr.yml", "pr-comment.yml", "deploy.yml", "teardown.yml", "image.yml"}
 
 
 @pytest.mark.parametrize("name", sorted(DOCS))
@@ -234,7 +234,7 @@ def test_only_pr_comments_and_oidc_tokens_are_written():
     writers = {(name, job_id, scope) for name, doc in DOCS.items() for job_id, job in doc["jobs"].items()
                for scope, level in job["permissions"].items() if level == "write"}
     comments = {("pr.yml", "preview", "pull-requests"), ("pr.yml", "cost", "pull-requests"),
-                ("pr.yml", "change-report", "pull-requests")}
+                ("pr.yml", "change-report", "pull-requests"), ("pr-comment.yml", "relay", "pull-requests")}
     oidc = {(name, job_id, "id-token") for name, job_id in CLOUD_JOBS}
     assert writers == comments | oidc
 
@@ -256,9 +256,37 @@ def test_no_run_script_interpolates_untrusted_event_data():
 
 def test_pull_requests_use_the_unprivileged_trigger():
     assert set(DOCS["pr.yml"]["on"]) == {"pull_request"}
-    for doc in DOCS.values():
+    for name, doc in DOCS.items():
         assert "pull_request_target" not in doc["on"]
-        assert "workflow_run" not in doc["on"]  # would run with the base repository's secrets after a PR
+        # workflow_run runs in the base repository's context: only the comment relay may use it, and it runs no code
+        assert ("workflow_run" in doc["on"]) == (name == "pr-comment.yml")
+
+
+def test_the_fork_comment_relay_runs_no_pr_code_and_holds_no_credentials():
+    doc = DOCS["pr-comment.yml"]
+    assert doc["on"] == {"workflow_run": {"workflows": ["pr"], "types": ["completed"]}}
+    (job,) = doc["jobs"].values()
+    assert job["permissions"] == {"actions": "read", "pull-requests": "write"}
+    text = yaml.safe_dump(doc)
+    assert "actions/checkout" not in text and "secrets." not in text and not job.get("environment")
+    assert "head_repository.full_name != github.repository" in job["if"]  # same-repo PRs comment themselves
+    script = "\n".join(step.get("run", "") for step in steps(job))
+    # the artifact is data: its PR number and stack name are checked, and the PR must be at the run's commit
+    assert '[[ "$pr" =~ ^[0-9]+$ ]]' in script and '[[ "$stack" =~ ^[A-Za-z0-9_.-]+$ ]]' in script
+    assert '[ "$head" = "$RUN_HEAD_SHA" ]' in script
+    assert "-F body=@body.md" in script
+    assert not any(step.get("uses", "").startswith("actions/setup-python") for step in steps(job))
+
+
+def test_a_fork_pr_hands_its_change_report_to_the_relay_as_an_artifact():
+    job = jobs("pr.yml")["change-report"]
+    fork = [s for s in steps(job) if s.get("if") == "github.event.pull_request.head.repo.full_name != github.repository"]
+    upload = next(s for s in fork if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "change-report-${{ matrix.stack }}"
+    relay = DOCS["pr-comment.yml"]["jobs"]["relay"]
+    download = next(s for s in steps(relay) if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"]["pattern"] == "change-report-*"
+    assert {"relay/pr", "relay/head", "relay/stack", "relay/comment.md"} <= set(re.findall(r"relay/[a-z.]+", fork[0]["run"]))
 
 
 # ============================================================================================== credentials
