@@ -94,7 +94,7 @@ def cloud_section(s: Settings, recording):
                + ", ".join(f"`{r['type']}` {r['name']} = `{r['id']}`" for r in reads)]
     data = {"rows": dict(rows), "addons": [dict(zip(("role", "name", "version", "on_destroy"), a, strict=True))
                                             for a in addon_rows],
-            "rrsa_roles": roles, "reads": reads}
+            "rrsa_roles": roles, "reads": reads, "managed_resources": len(managed)}
     return Section("cloud", "Cloud layer (Alibaba Cloud)", "\n".join(md), data)
 
 

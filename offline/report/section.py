@@ -14,6 +14,11 @@ class Section:
     data: Any = field(default=None)
 
 
+def rows_data(rows: list[tuple[str, Any]]) -> dict[str, str]:
+    """A table's rows as plan.json holds them: each statement of plan.md is also in plan.json, word for word."""
+    return {str(k): str(v) for k, v in rows}
+
+
 def table(rows: list[tuple[str, Any]], head: tuple[str, str] = ("", "")) -> str:
     lines = [f"| {head[0]} | {head[1]} |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
