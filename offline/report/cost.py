@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from components.config import DEFAULT_PRICES_USD, Settings
 from components.model import preset_of
+from offline.report.cost_view import platform_markdown, run_markdown
 from offline.report.latency import CriticalPath, Timeline, model_bytes, own_start_minutes, plan_critical_path
 from offline.report.section import Section
 
@@ -353,8 +354,6 @@ def platform_running_cost(s: Settings, est: CostEstimate) -> dict[str, Any]:
 
 
 def cost_section(s: Settings, recording) -> Section:
-    from offline.report.cost_view import platform_markdown, run_markdown
-
     cp = plan_critical_path(recording, s)
     est = estimate_cost(s, cp.timeline())
     if s.kind == "platform":

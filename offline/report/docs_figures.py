@@ -18,6 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from components.config import STACKS_DIR
+from plan import build_plan
+
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", "docs/estimates.md", "docs/latency.md", "docs/stacks.md"]
 FIG = re.compile(r"<!-- fig:(?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /fig -->", re.S)
@@ -27,10 +30,6 @@ PAIR = ("dev-platform", "dev-grpo")
 
 def render_plans() -> dict[str, dict]:
     """plan.json of every stack file in stacks/, rendered as `plan.py` renders it."""
-    sys.path.insert(0, str(REPO))
-    from components.config import STACKS_DIR
-    from plan import build_plan
-
     plans = {}
     with tempfile.TemporaryDirectory() as tmp:
         for path in sorted(STACKS_DIR.glob("Pulumi.*.yaml")):

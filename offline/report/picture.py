@@ -54,7 +54,8 @@ def cost_items(cost: dict[str, Any]) -> tuple[str, list[tuple[str, str, float]]]
 
 
 def mermaid_gantt(latency: dict[str, Any], cost: dict[str, Any]) -> Optional[str]:
-    """The critical path as a mermaid gantt (clock = minutes from the start of `pulumi up`); None without a path."""
+    """The critical path as a mermaid gantt (clock = time from the start of `pulumi up`; each task `start, end` in
+    `dateFormat HH:mm:ss`, the form mermaid's gantt syntax documents); None without a path."""
     path = latency.get("path")
     if not path:
         return None
@@ -62,14 +63,14 @@ def mermaid_gantt(latency: dict[str, Any], cost: dict[str, Any]) -> Optional[str
              "  dateFormat HH:mm:ss", "  axisFormat %H:%M"]
     for i, st in enumerate(path):
         lines.append(f"  {_label(st['name'])} ({st['minutes']:.1f} min) :s{i}, {_clock(st['start'])}, "
-                     f"{round(st['minutes'] * 60)}s")
+                     f"{_clock(st['start'] + st['minutes'])}")
     ready, idle = latency.get("gpu_pool_ready_minutes"), latency.get("gpu_idle_minutes")
     gi = cost.get("gpu_idle_before_first_step") or {}
     if ready is not None and idle and gi.get("cost") is not None:
         lines.append(f"  GPU idle before the first step ({idle:.1f} min, {gi['cost']:.2f} {cost['currency']}) :crit, "
-                     f"idle, {_clock(ready)}, {round(idle * 60)}s")
+                     f"idle, {_clock(ready)}, {_clock(ready + idle)}")
     lines.append(f"  first training step ({latency['first_step_minutes']:.1f} min) :milestone, first, "
-                 f"{_clock(latency['first_step_minutes'])}, 0s")
+                 f"{_clock(latency['first_step_minutes'])}, {_clock(latency['first_step_minutes'])}")
     return "\n".join(lines)
 
 
