@@ -45,6 +45,7 @@ from offline import day2  # noqa: E402
 from offline.engine import SECRET, Recording, StackOutputs, run_program  # noqa: E402
 from offline.report import plan_sections  # noqa: E402
 from offline.report.latency import PlatformRun, single_of_pair  # noqa: E402
+from offline.report.picture import mermaid_gantt, mermaid_pie, plan_svg  # noqa: E402
 
 # kubectl-style apply order among objects that do not depend on each other.
 KIND_RANK = {k: i for i, k in enumerate([
@@ -168,19 +169,21 @@ def write_manifests(recording: Recording, out: Path) -> list[str]:
     return files
 
 
-def mermaid(recording: Recording) -> str:
-    ids = {r.urn: f"r{i}" for i, r in enumerate(recording.resources)}
+def mermaid(resources: list[dict]) -> str:
+    """The whole dependency graph (plan.json's resources) as a mermaid flowchart: `dependencies.mmd`, for tools;
+    plan.md shows the critical path and the cost instead (offline/report/picture.py)."""
+    ids = {r["urn"]: f"r{i}" for i, r in enumerate(resources)}
     lines = ["flowchart LR"]
-    for r in recording.resources:
-        shape = ("[", "]") if r.custom else ("([", "])")
-        lines.append(f'  {ids[r.urn]}{shape[0]}"{r.type.split(":")[-1]} {r.name}"{shape[1]}')
-    for r in recording.resources:
-        for d in sorted(set(r.dependencies)):
+    for r in resources:
+        shape = ("[", "]") if r["custom"] else ("([", "])")
+        lines.append(f'  {ids[r["urn"]]}{shape[0]}"{r["type"].split(":")[-1]} {r["name"]}"{shape[1]}')
+    for r in resources:
+        for d in sorted(set(r["dependencies"])):
             if d in ids:
-                lines.append(f"  {ids[d]} --> {ids[r.urn]}")
-        if r.parent in ids:
-            lines.append(f"  {ids[r.parent]} -.- {ids[r.urn]}")
-    return "\n".join(lines)
+                lines.append(f"  {ids[d]} --> {ids[r['urn']]}")
+        if r["parent"] in ids:
+            lines.append(f"  {ids[r['parent']]} -.- {ids[r['urn']]}")
+    return "\n".join(lines) + "\n"
 
 
 def shell_lines(command: str) -> str:
@@ -191,24 +194,34 @@ def shell_lines(command: str) -> str:
     return " \\\n    ".join([" ".join(words[:first]), *words[first:]])
 
 
-def render_markdown(stack: str, settings, recording: Recording, sections, manifests: list[str]) -> str:
-    out = [f"# verl-ack offline plan: stack `{stack}`", "",
-           f"{len(recording.resources)} resources, {len(manifests)} Kubernetes manifests. Generated offline by "
-           "`plan.py` from the real program under a recording mock engine; secret values show as `[secret]`.", ""]
-    entry = recording.outputs.get("training_entrypoint")
+def render_markdown(plan: dict, sections) -> str:
+    """plan.md from plan.json's data (and each section's markdown, itself built from that section's data), so
+    every figure plan.md states is one plan.json holds (tests/test_plan.py checks every number)."""
+    counts = plan["counts"]
+    out = [f"# verl-ack offline plan: stack `{plan['stack']}`", "",
+           f"{counts['resources']} resources, {counts['manifests']} Kubernetes manifests. Generated offline by "
+           "`plan.py` from the real program under a recording mock engine; secret values show as `[secret]`. "
+           "Pictures: [`plan.svg`](plan.svg) (the critical path and the cost).", ""]
+    entry = plan["training_entrypoint"]
     if entry:
         out += ["## verl command line", "", "```sh", shell_lines(str(entry)), "```", ""]
     for sec in sections:
         out += [f"## {sec.title}", "", sec.markdown, ""]
-    if recording.logs:
-        out += ["## Warnings", ""] + [f"- {lvl}: {msg}" for lvl, msg in recording.logs] + [""]
-    out += ["## Resources", "", "| # | type | name | parent | provider |", "|---|---|---|---|---|"]
-    for i, r in enumerate(recording.resources, start=1):
-        prov = r.provider.split("::")[-1].split("::")[0] if r.provider else ""
-        out.append(f"| {i} | `{r.type}` | {r.name} | {_short_urn(r.parent)} | {prov.split('::')[0]} |")
-    out += ["", "## Dependency graph", "", "```mermaid", mermaid(recording), "```", ""]
-    out += ["## Stack outputs", "", "```json", json.dumps(recording.outputs, indent=2, sort_keys=True), "```", ""]
-    out += ["## Manifests (apply order)", ""] + [f"- `{m}`" for m in manifests] + [""]
+    if plan["warnings"]:
+        out += ["## Warnings", ""] + [f"- warning: {msg}" for msg in plan["warnings"]] + [""]
+    out += ["## Timeline and cost", "", "The critical path (time section) and the cost breakdown (cost section) as "
+            "pictures; the same in [`plan.svg`](plan.svg). The full dependency graph of all "
+            f"{counts['resources']} resources is in `dependencies.mmd` (mermaid), each resource's dependencies in "
+            "`plan.json`.", ""]
+    for chart in (mermaid_gantt(plan["sections"]["latency"], plan["sections"]["cost"]), mermaid_pie(plan["sections"]["cost"])):
+        if chart:
+            out += ["```mermaid", chart, "```", ""]
+    out += ["## Resources", "", "| type | name | parent | provider |", "|---|---|---|---|"]
+    for r in plan["resources"]:
+        prov = r["provider"].split("::")[-1] if r["provider"] else ""
+        out.append(f"| `{r['type']}` | {r['name']} | {_short_urn(r['parent'])} | {prov} |")
+    out += ["", "## Stack outputs", "", "```json", json.dumps(plan["outputs"], indent=2, sort_keys=True), "```", ""]
+    out += ["## Manifests (apply order)", ""] + [f"- `{m}`" for m in plan["manifests"]] + [""]
     return "\n".join(out)
 
 
@@ -306,14 +319,19 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
             "invokes": recording.invokes,
             "warnings": [msg for _, msg in recording.logs],
             "manifests": manifests,
+            "counts": {"resources": len(recording.resources), "manifests": len(manifests)},
         }
-        md = render_markdown(stack, settings, recording, sections, manifests)
-        if changes is not None:  # first in plan.md, after the one-paragraph header
+        if changes is not None:
             plan["changes"] = [c.as_json() for c in changes[0]]
+        (tmp / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=False, default=str) + "\n")
+        plan = json.loads((tmp / "plan.json").read_text())  # plan.md, plan.svg: from exactly what plan.json holds
+        md = render_markdown(plan, sections)
+        if changes is not None:  # first in plan.md, after the one-paragraph header
             title, intro, rest = md.split("\n\n", 2)
             md = "\n\n".join([title, intro, day2.markdown(*changes).rstrip("\n"), rest])
-        (tmp / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=False, default=str) + "\n")
         (tmp / "plan.md").write_text(md)
+        (tmp / "plan.svg").write_text(plan_svg(stack, plan["sections"]["latency"], plan["sections"]["cost"]))
+        (tmp / "dependencies.mmd").write_text(mermaid(plan["resources"]))
         needles = ["offline-placeholder-", *(v for v in (secret_values or {}).values() if v)]
         for f in tmp.rglob("*"):
             if f.is_file() and any(n in f.read_text() for n in needles):

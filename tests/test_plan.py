@@ -2,6 +2,7 @@
 
 import datetime
 import json
+import re
 import shlex
 
 import pytest
@@ -9,6 +10,7 @@ import yaml
 
 import plan
 from components.config import SECRET_KEYS, STACKS_DIR
+from tests.conftest import STACKS
 
 LEAKY = {k: f"sk-LEAK-{k}-5f2a9c" for k in SECRET_KEYS}
 LEAKY["tlsPrivateKey"] = "-----BEGIN PRIVATE KEY-----\nLEAKY\n-----END PRIVATE KEY-----"
@@ -189,3 +191,85 @@ def test_the_verl_command_line_holds_only_words_both_shells_read_verbatim(tmp_pa
     entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
     assert "trainer.logger" not in entry and "[" not in entry
     assert all(shlex.quote(w) == w for w in entry.split(" "))
+
+
+# --------------------------------------------------------------------------- plan.md never states what plan.json lacks
+NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+
+
+def _numbers_in_markdown(md: str) -> list[tuple[str, str]]:
+    """(number, its line) for every number plan.md states; the mermaid charts encode the same figures as clock
+    times and seconds (test_picture holds them to plan.json)."""
+    md = re.sub(r"```mermaid\n.*?```", "", md, flags=re.S)
+    return [(m.group().replace(",", ""), line) for line in md.splitlines() for m in NUMBER.finditer(line)]
+
+
+def _json_figures(data) -> tuple[set[str], list[float]]:
+    """Every number plan.json holds: its numeric values, and the numbers written inside its texts and keys."""
+    words: set[str] = set()
+    values: list[float] = []
+
+    def walk(x):
+        if isinstance(x, bool) or x is None:
+            return
+        if isinstance(x, (int, float)):
+            values.append(x)
+            words.add(str(x))
+        elif isinstance(x, str):
+            words.update(n.replace(",", "") for n in NUMBER.findall(x))
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                walk(k)
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(data)
+    return words, values
+
+
+def _held(number: str, words: set[str], values: list[float]) -> bool:
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    return number in words or any(f"{v:.{decimals}f}" == number for v in values)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_number_plan_md_states_is_a_figure_plan_json_holds(stack, tmp_path):
+    # plan.md once said "internet ALB" above "VPC only (intranet ALB)" and gave two setup times: each statement now
+    # comes from the data plan.json holds, and a number in plan.md that plan.json lacks fails here.
+    out = tmp_path / stack
+    plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, out)
+    words, values = _json_figures(json.loads((out / "plan.json").read_text()))
+    stated = _numbers_in_markdown((out / "plan.md").read_text())
+    assert len(stated) > 100
+    assert [(n, line) for n, line in stated if not _held(n, words, values)] == []
+
+
+def test_the_agreement_check_catches_a_figure_plan_json_lacks():
+    words, values = _json_figures({"cost": {"total": 42.67, "note": "run of 72.9 min"}})
+    assert _held("42.67", words, values) and _held("42.7", words, values) and _held("72.9", words, values)
+    assert not _held("14.2", words, values) and not _held("20.4", words, values)
+
+
+def test_the_sandbox_domain_is_described_by_the_alb_the_program_records(tmp_path):
+    out = tmp_path / "dev"
+    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    data = json.loads((out / "plan.json").read_text())
+    (alb,) = [r for r in data["resources"] if r["type"] == "alicloud:alb/loadBalancer:LoadBalancer"]
+    assert alb["inputs"]["addressType"] == "Intranet"
+    md = (out / "plan.md").read_text()
+    assert "internet ALB" not in md
+    assert "reachable from the VPC only (intranet ALB)" in data["sections"]["cloud"]["rows"]["sandbox domain"]
+    assert data["sections"]["security"]["exposure"]["E2B API (sandbox.domain)"].startswith("VPC only (intranet ALB)")
+
+
+def test_plan_writes_the_picture_and_the_full_graph_beside_plan_md_instead_of_the_graph_inside_it(tmp_path):
+    out = tmp_path / "dev"
+    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    md = (out / "plan.md").read_text()
+    assert "flowchart" not in md and "```mermaid\ngantt" in md and "```mermaid\npie" in md
+    assert (out / "plan.svg").read_text().startswith("<svg ")
+    graph = (out / "dependencies.mmd").read_text()
+    nodes = re.findall(r"^  r\d+\(?\[", graph, flags=re.M)
+    assert graph.startswith("flowchart LR") and len(nodes) == len(json.loads((out / "plan.json").read_text())["resources"])

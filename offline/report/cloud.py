@@ -9,7 +9,7 @@ from components.cloud.ingress import certificate_id_suffix, dns_records, sandbox
 from components.cloud.network import creates_network
 from components.cloud.storage import creates_bucket, lifecycle_rules
 from components.config import Settings
-from offline.report.section import Section
+from offline.report.section import Section, alb_reach
 
 
 def cloud_section(s: Settings, recording):
@@ -52,7 +52,7 @@ def cloud_section(s: Settings, recording):
     rows.append(("KubeRay", f"{s.versions.kuberay_source} {s.versions.kuberay}"))
     if s.sandbox.domain:
         tls = s.sandbox.tls
-        rows.append(("sandbox domain", f"{sandbox_api_url(s)} via an internet ALB; certificate "
+        rows.append(("sandbox domain", f"{sandbox_api_url(s)}, reachable {_reach(recording)}; certificate "
                                        f"{'uploaded from secret config' if tls.source == 'upload' else tls.certificate_id}"
                                        f" (AlbConfig id suffix -{certificate_id_suffix(s)}); DNS "
                                        f"{sorted(dns_records(s).values()) or 'not managed (no dns_zone)'}"))
@@ -94,5 +94,10 @@ def cloud_section(s: Settings, recording):
                + ", ".join(f"`{r['type']}` {r['name']} = `{r['id']}`" for r in reads)]
     data = {"rows": dict(rows), "addons": [dict(zip(("role", "name", "version", "on_destroy"), a, strict=True))
                                             for a in addon_rows],
-            "rrsa_roles": roles, "reads": reads}
+            "rrsa_roles": roles, "reads": reads, "managed_resources": len(managed)}
     return Section("cloud", "Cloud layer (Alibaba Cloud)", "\n".join(md), data)
+
+
+def _reach(recording) -> str:
+    where = alb_reach(recording)
+    return "through no ALB (none recorded)" if where is None else where.replace("**", "").replace("VPC only", "from the VPC only")

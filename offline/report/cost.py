@@ -19,9 +19,11 @@ from typing import Any, Optional
 
 from components.config import DEFAULT_PRICES_USD, Settings
 from components.model import preset_of
-from offline.report.latency import Timeline, critical_path, model_bytes
+from offline.report.cost_view import platform_markdown, run_markdown
+from offline.report.latency import CriticalPath, Timeline, model_bytes, own_start_minutes, plan_critical_path
 from offline.report.section import Section
 
+RUN_ASSUMPTIONS = 5  # estimate_cost's first assumptions: the note, steps, setup, TTL, run length
 HOURS_PER_MONTH = 730  # 8760 / 12, the convention of monthly cloud prices
 GIB = 2**30
 # Checkpoint bytes per parameter by `training.save_contents` (verl utils/checkpoint/fsdp_checkpoint_manager.py):
@@ -45,6 +47,12 @@ class Line:
     @property
     def cost(self) -> Optional[float]:
         return None if self.unit_price is None else self.quantity * self.unit_price
+
+    def as_dict(self) -> dict[str, Any]:
+        """What plan.json holds of a line, and all that plan.md prints of it."""
+        return {"item": self.item, "quantity": round(self.quantity, 6), "unit": self.unit,
+                "price_key": self.price_key, "unit_price": self.unit_price,
+                "cost": None if self.cost is None else round(self.cost, 2)}
 
 
 @dataclass
@@ -90,6 +98,9 @@ class CostEstimate:
             "currency": self.currency,
             "total": r(self.total),
             "idle_per_hour": r(self.idle_per_hour),
+            "idle_per_day": r(self.idle_per_hour * 24),
+            "idle_per_month": r(self.idle_per_hour * HOURS_PER_MONTH),
+            "storage_total_gib": r(sum(self.storage_gib.values())),
             "storage_per_month": r(self.storage_per_month),
             "complete": not self.missing_prices,
             "missing_prices": self.missing_prices,
@@ -102,8 +113,8 @@ class CostEstimate:
             "gpu_node_hours": r(self.gpu_node_hours),
             "system_node_hours": r(self.system_node_hours),
             "storage_gib": {k: r(v) for k, v in self.storage_gib.items()},
-            "lines": {line.key: None if line.cost is None else r(line.cost) for line in self.lines},
-            "idle_lines": {line.key: None if line.cost is None else r(line.cost) for line in self.idle_lines},
+            "lines": {line.key: line.as_dict() for line in self.lines},
+            "idle_lines": {line.key: line.as_dict() for line in self.idle_lines},
             "prices_source": self.prices_source,
             "timeline_source": self.timeline.source,
             "assumptions": self.assumptions,
@@ -168,7 +179,7 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
             idle.append(Line(key, item, idle_qty, unit, price_key, prices.get(price_key)))
 
     month = 1 / HOURS_PER_MONTH  # GiB-months per GiB-hour
-    assumptions = [
+    assumptions = [  # the first RUN_ASSUMPTIONS describe the run; a platform's running cost drops them
         ESTIMATE_NOTE,
         f"{steps} training step(s) x {c.seconds_per_step:g} s + {vals} validation pass(es) x "
         f"{c.seconds_per_validation:g} s = {training_min:.1f} min",
@@ -257,31 +268,99 @@ def _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, 
         storage_gib=store, lines=lines, idle_lines=idle, assumptions=assumptions)
 
 
-def _money(x: Optional[float], cur: str) -> str:
-    return "no price" if x is None else f"{x:,.2f} {cur}"
+HOURS_PER_DAY = 24
+GPU_LINES = ("gpu_nodes", "gpu_disks")  # the GPU pool's lines; the rest of a platform's are its shared services
+BUSY_PERCENT = (0, 25, 50, 100)  # how much of the time experiments keep a platform's GPU pool busy
 
 
-def _price(x: Optional[float], cur: str) -> str:
-    return "no price" if x is None else f"{x:g} {cur}"
+def gpu_price(s: Settings) -> tuple[str, Optional[float]]:
+    """(price key, price per node-hour) of one GPU node of this stack's pool."""
+    g = s.gpu_pool
+    key = "lingjun_node_hour" if g.kind == "lingjun" or g.ecs is None else g.ecs.instance_types[0]
+    return key, s.cost.prices.get(key)
 
 
-def cost_section(s: Settings, recording):
+def _r(x: Optional[float], n: int = 2) -> Optional[float]:
+    return None if x is None else round(x, n)
 
-    est = estimate_cost(s, critical_path(recording, s).timeline())
+
+def gpu_idle_cost(s: Settings, cp: CriticalPath) -> Optional[dict[str, Any]]:
+    """The GPU nodes' minutes from GPU pool ready to the first step, in money: the largest avoidable cost of a
+    run. `avoidable` is the part beyond the job's own start from an in-region image (`own_start_minutes`)."""
+    if cp.gpu_idle_minutes is None or not s.owns_gpu_pool():
+        return None
+    key, price = gpu_price(s)
+    own = own_start_minutes(s, cp)
+    idle, avoidable = cp.gpu_idle_minutes, max(0.0, cp.gpu_idle_minutes - own)
+    node_hours = lambda minutes: s.gpu_pool.nodes * minutes / 60
+    return {"minutes": _r(idle), "nodes": s.gpu_pool.nodes, "price_key": key, "unit_price": price,
+            "cost": _r(None if price is None else node_hours(idle) * price),
+            "own_start_minutes": _r(own), "avoidable_minutes": _r(avoidable),
+            "avoidable_cost": _r(None if price is None else node_hours(avoidable) * price)}
+
+
+def platform_gpu_use(s: Settings, cp: CriticalPath, est: CostEstimate, platform) -> dict[str, Any]:
+    """An experiment on the platform's GPU pool: the GPU time its Ray pods hold and what that costs, billed to the
+    platform. A fixed pool (Lingjun, or ECS at min_nodes = nodes) bills the platform anyway: this is the run's
+    share of that bill. An autoscaled ECS pool boots nodes for the job: the platform's bill grows by this."""
+    ps = platform.settings if platform is not None else s
+    key, price = gpu_price(ps)
+    ecs = s.gpu_pool.ecs
+    autoscaled = ecs is not None and ecs.min_nodes < s.gpu_pool.nodes
+    held_from = cp.gpu_pool_start_minutes if autoscaled else cp.pods_start_minutes
+    minutes = cp.first_step_minutes - held_from + est.training_minutes + est.ttl_minutes
+    minutes += s.cost.scale_down_minutes if autoscaled else 0.0
+    node_hours = s.gpu_pool.nodes * minutes / 60
+    gpus = node_hours * s.gpu_pool.gpus_per_node
+    return {"billed_to": s.platform_stack, "platform_stack": platform.stack if platform is not None else None,
+            "nodes": s.gpu_pool.nodes, "gpus": s.gpu_pool.nodes * s.gpu_pool.gpus_per_node,
+            "minutes": _r(minutes), "before_first_step_minutes": _r(cp.first_step_minutes - held_from),
+            "node_hours": _r(node_hours, 3), "gpu_hours": _r(gpus, 2), "price_key": key, "unit_price": price,
+            "cost": _r(None if price is None else node_hours * price), "adds_to_platform_bill": autoscaled,
+            "run_total_with_gpu": _r(est.total + (node_hours * price if price is not None else 0.0))}
+
+
+def platform_running_cost(s: Settings, est: CostEstimate) -> dict[str, Any]:
+    """What a platform costs per hour, day and month while it lives, split into its shared services (always on)
+    and its GPU pool (used by experiments while they run, idle otherwise); no training run is assumed."""
     cur = est.currency
-    md = [f"**{ESTIMATE_NOTE}** Prices: {est.prices_source}. Computed from the recorded resource "
-          "graph above; the program exports no estimate of its own, so there is one figure to trust.", "",
-          f"**Run total: {_money(est.total, cur)}** over {est.run_hours:.2f} h "
-          f"({est.gpu_node_hours:.2f} GPU node-hours). **Left up after the job: {_money(est.idle_per_hour, cur)} "
-          f"per hour.** Data kept in OSS: {sum(est.storage_gib.values()):.1f} GiB, "
-          f"{_money(est.storage_per_month, cur)} per month.", "",
-          "| run line | quantity | unit price | cost |", "|---|---|---|---|"]
-    for ln in est.lines:
-        md.append(f"| {ln.item} | {ln.quantity:.3f} {ln.unit} | {_price(ln.unit_price, cur)} (`{ln.price_key}`) | "
-                  f"{_money(ln.cost, cur)} |")
-    md += ["", "| idle line (per hour) | quantity | cost per hour |", "|---|---|---|"]
-    md += [f"| {ln.item} | {ln.quantity:.3f} {ln.unit} | {_money(ln.cost, cur)} |" for ln in est.idle_lines]
-    md += ["", "Assumptions:", ""] + [f"- {a}" for a in est.assumptions]
-    if est.missing_prices:
-        md += ["", f"- **incomplete**: no price for {est.missing_prices}; add them to `cost.prices`."]
-    return Section("cost", "Cost (ESTIMATE)", "\n".join(md), est.as_output())
+
+    def group(keys) -> dict[str, Any]:
+        hour = sum(ln.cost or 0.0 for ln in est.idle_lines if ln.key in keys)
+        return {"lines": [ln.key for ln in est.idle_lines if ln.key in keys], "per_hour": _r(hour),
+                "per_day": _r(hour * HOURS_PER_DAY), "per_month": _r(hour * HOURS_PER_MONTH)}
+
+    gpu_keys = set(GPU_LINES) if s.owns_gpu_pool() else set()
+    services = group({ln.key for ln in est.idle_lines} - gpu_keys)
+    gpu = group(gpu_keys)
+    total = group({ln.key for ln in est.idle_lines})
+    ecs = s.gpu_pool.ecs
+    scaled = None
+    if s.owns_gpu_pool() and ecs is not None and ecs.min_nodes < s.gpu_pool.nodes:
+        key, price = gpu_price(s)
+        scaled = {"nodes": s.gpu_pool.nodes - ecs.min_nodes, "price_key": key, "unit_price": price,
+                  "per_hour": _r(None if price is None else (s.gpu_pool.nodes - ecs.min_nodes) * price)}
+    busy = [] if not gpu_keys or scaled else [
+        {"busy_percent": b, "idle_per_month": _r((100 - b) / 100 * (gpu["per_month"] or 0.0))} for b in BUSY_PERCENT]
+    egress = next((ln.unit_price for ln in est.lines if ln.key == "eip_egress"), None)
+    return {"estimate": True, "currency": cur, "prices_source": est.prices_source, "complete": not est.missing_prices,
+            "missing_prices": est.missing_prices, "hours_per_month": HOURS_PER_MONTH,
+            "owns_gpu_pool": s.owns_gpu_pool(), "total": total, "services": services, "gpu_pool": gpu,
+            "gpu_nodes_while_used": scaled, "gpu_idle_by_busy_share": busy, "egress_per_gib": egress,
+            # The bucket's data is the experiments' (a platform's estimate counts none): no empty OSS line.
+            "hourly_lines": {ln.key: ln.as_dict() for ln in est.idle_lines if ln.key != "oss" or ln.quantity},
+            "assumptions": [ESTIMATE_NOTE, f"a month is {HOURS_PER_MONTH} h (8760 / 12), a day 24 h",
+                            *[a for a in est.assumptions[RUN_ASSUMPTIONS:] if "OSS holds" not in a]]}
+
+
+def cost_section(s: Settings, recording) -> Section:
+    cp = plan_critical_path(recording, s)
+    est = estimate_cost(s, cp.timeline())
+    if s.kind == "platform":
+        data = platform_running_cost(s, est)
+        return Section("cost", "Cost (ESTIMATE)", platform_markdown(data), data)
+    data = est.as_output()
+    data["gpu_idle_before_first_step"] = gpu_idle_cost(s, cp)
+    if s.kind == "experiment" and not s.owns_gpu_pool():
+        data["platform_gpu_use"] = platform_gpu_use(s, cp, est, getattr(recording, "platform", None))
+    return Section("cost", "Cost (ESTIMATE)", run_markdown(data), data)

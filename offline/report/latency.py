@@ -257,6 +257,7 @@ class CriticalPath:
     image_pull: ImagePull
     phases: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    pods_start_minutes: float = 0.0  # the Ray pods start on the GPU nodes (they hold them from here)
 
     def timeline(self, source: str = "recorded resource graph") -> Timeline:
         return Timeline(self.first_step_minutes, self.gpu_pool_start_minutes or 0.0,
@@ -485,7 +486,22 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
         first_step_minutes=first_step, graph_minutes=graph, serial_minutes=serial, path=chain,
         gpu_pool_start_minutes=gpu_start, gpu_pool_ready_minutes=gpu_ready, gpu_idle_minutes=idle,
         image_pull=ImagePull(image, L.training_image_gib, rate, via_nat, pull, prepulled, pull_on_path),
-        phases=phases, notes=notes)
+        phases=phases, notes=notes, pods_start_minutes=pods_start)
+
+
+def plan_critical_path(recording: Recording, s: Settings) -> CriticalPath:
+    """The critical path the plan reports, one for every section: an experiment's hub downloads leave through its
+    platform's NAT (`with_platform_network`), so its time and its cost use the platform's network."""
+    return critical_path(recording, with_platform_network(s, getattr(recording, "platform", None)))
+
+
+def own_start_minutes(s: Settings, cp: CriticalPath) -> float:
+    """What the GPU nodes wait for that no plan can remove: the in-region image on the node (lazy loading
+    counted), Ray start, submission and verl init with the model read. GPU idle beyond this is avoidable."""
+    L = s.latency
+    in_region = mbit_minutes(L.training_image_gib * 2**30, L.node_pull_mbps) * (
+        L.lazy_pull_fraction if s.image.lazy_loading else 1.0)
+    return in_region + L.ray_start_minutes + submit_minutes(s) + cp.phases["verl init and model load"]
 
 
 def _m(x: Optional[float]) -> str:
@@ -496,8 +512,8 @@ def latency_section(s: Settings, recording: Recording):
     if s.kind == "platform":
         return platform_latency_section(s, recording)
     platform: Optional[PlatformRun] = getattr(recording, "platform", None)
+    cp = plan_critical_path(recording, s)
     s = with_platform_network(s, platform)
-    cp = critical_path(recording, s)
     p = cp.image_pull
     pull_note = (f"{p.gib:g} GiB at {p.mbps:.0f} Mbit/s per node"
                  + (f" (through the NAT: {s.cluster.network.nat_bandwidth_mbps} Mbit/s shared by "
@@ -622,9 +638,7 @@ def split_figures(s: Settings, warm: CriticalPath, platform: PlatformRun) -> Spl
     fs, frec = platform.fresh
     fresh = critical_path(frec, fs)
     L = fs.latency
-    in_region = mbit_minutes(L.training_image_gib * 2**30, L.node_pull_mbps) * (
-        L.lazy_pull_fraction if fs.image.lazy_loading else 1.0)
-    start = in_region + L.ray_start_minutes + submit_minutes(fs) + fresh.phases["verl init and model load"]
+    start = own_start_minutes(fs, fresh)
     chain = create_minutes(fs, "ack_cluster") + create_minutes(fs, "gpu_node_pool") + start
     idle = fresh.gpu_idle_minutes or 0.0
     avoidable = max(0.0, idle - start)
@@ -663,10 +677,12 @@ def split_markdown(f: SplitFigures) -> str:
 def platform_latency_section(s: Settings, recording: Recording):
     """A platform stack has no training job: its `pulumi up` time, and where the experiments' figures are."""
     cp = critical_path(recording, s)
+    serial = sum(create_minutes(s, kind_of(r)) for r in recording.resources)
     rows = [("all resources created (`pulumi up` returns)", _m(cp.graph_minutes)),
-            ("serial sum of the same steps", _m(sum(create_minutes(s, kind_of(r)) for r in recording.resources)))]
+            ("serial sum of the same steps", _m(serial))]
     md = ("**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement. A platform "
           "stack runs no training: each experiment stack's plan shows its time to the first step on this platform "
           "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + ownership(s))
-    data = {"graph_minutes": round(cp.graph_minutes, 2), "assumptions": s.latency.model_dump(exclude=unused_inputs(s))}
+    data = {"graph_minutes": round(cp.graph_minutes, 2), "serial_minutes": round(serial, 2),
+            "assumptions": s.latency.model_dump(exclude=unused_inputs(s))}
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)

@@ -6,7 +6,7 @@ from components.config import Settings
 from components.model import preset_of
 from components.model.layout import check_layout, resolve_layout
 from components.model.memory_calibration import calibration_error, calibration_summary
-from offline.report.section import Section, table
+from offline.report.section import Section, rows_data, table
 
 
 def layout_section(s: Settings, recording) -> Section:
@@ -38,4 +38,4 @@ def layout_section(s: Settings, recording) -> Section:
     if findings:
         md += "\n\n" + "\n".join(f"- **{f.severity}** `{f.field}`: {f.message}" for f in findings)
     return Section("layout", "GPU layout", md, {"layout": L.as_dict(), "findings": [f.__dict__ for f in findings],
-                                                "calibration": calibration_summary(points)})
+                                                "calibration": calibration_summary(points), "table": rows_data(rows)})

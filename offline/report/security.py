@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from components.cloud.identity import role_specs
-from components.cloud.ingress import alb_address_type
 from components.config import Settings
 from components.wiring import (
     job_namespace_pod_security,
@@ -19,7 +18,7 @@ from components.wiring import (
     sandbox_namespace_pod_security,
 )
 from components.workloads.sandbox.manifests import ROOT_SANDBOX_CAPABILITIES
-from offline.report.section import Section
+from offline.report.section import Section, alb_reach
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -95,7 +94,7 @@ def exposure(s: Settings, recording) -> list[tuple[str, str]]:
         rows.append(("API server", "VPC only (no EIP): run Pulumi and kubectl from inside the VPC"))
     if recording.by_type(ALB):
         acl = ", ".join(sb.api_allowed_cidrs) if sb.api_allowed_cidrs else "no ACL"
-        where = "**internet**" if alb_address_type(s) == "Internet" else "VPC only (intranet ALB)"
+        where = alb_reach(recording)
         rows.append(("E2B API (sandbox.domain)", f"{where}; HTTPS:443 only, `{sb.tls_policy}`; sources: {acl}; "
                                                  "one static admin key"))
     if sb.enabled:

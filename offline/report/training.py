@@ -16,7 +16,7 @@ from components.workloads.training.volumes import (
     model_dir,
     oss_volumes,
 )
-from offline.report.section import Section, table
+from offline.report.section import Section, rows_data, table
 
 
 def training_section(s: Settings, recording):
@@ -61,5 +61,6 @@ def training_section(s: Settings, recording):
     data = {"rayjob": manifest["metadata"]["name"], "namespace": manifest["metadata"]["namespace"],
             "submission_mode": spec["submissionMode"], "gpu_pods": layout.nodes, "image": container["image"],
             "runtime_pip": pip, "train_files": train, "val_files": val, "model_path": model_dir(s),
-            "checkpoint_dir": checkpoint_dir(s), "checkpoint_key_prefix": checkpoint_key_prefix(s), "tools": tools}
+            "checkpoint_dir": checkpoint_dir(s), "checkpoint_key_prefix": checkpoint_key_prefix(s), "tools": tools,
+            "table": rows_data(rows)}
     return Section("training", "Training job", table(rows, ("training job", "value")), data)

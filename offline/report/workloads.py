@@ -7,7 +7,7 @@ from components.model import preset_of
 from components.wiring import dataset_files, mcp_url, model_path, tracking_uri
 from components.workloads.data import scratch_disk_gib
 from components.workloads.sandbox import pool_size
-from offline.report.section import Section, table
+from offline.report.section import Section, rows_data, table
 
 
 def data_section(s: Settings, recording):
@@ -29,7 +29,7 @@ def data_section(s: Settings, recording):
         ("MLflow", f"`{uri}`" if s.tracking.enabled else "disabled"),
     ]
     data = {"dataset_files": list(files.written), "train": files.train, "test": files.test,
-            "model_path": model_path(s), "data_jobs": jobs, "tracking_uri": uri}
+            "model_path": model_path(s), "data_jobs": jobs, "tracking_uri": uri, "table": rows_data(rows)}
     return Section("data", "Data and tracking", table(rows, ("data and tracking", "value")), data)
 
 
@@ -70,5 +70,6 @@ def sandbox_section(s: Settings, recording):
                "can run and the rest stay Pending. Lower sandbox.pool_cap or sandbox.cpu/memory, or add "
                f"{'sandbox.dedicated_pool' if p.host_pool == 'sandbox pool' else 'system_pool'} nodes.")
     data = {"demand": p.demand, "pool_min": p.pool_min, "pool_cap": p.pool_cap, "replicas": p.replicas,
-            "capped": p.capped, "fit_on_system_pool": p.fit_on_system_pool, "mcp_url": mcp_url(s)}
+            "capped": p.capped, "fit_on_system_pool": p.fit_on_system_pool, "mcp_url": mcp_url(s),
+            "table": rows_data(rows)}
     return Section("sandbox", "Sandboxes", md, data)

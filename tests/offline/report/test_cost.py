@@ -136,3 +136,64 @@ def test_one_estimate_the_plan_json_cost_is_the_recorded_graph_and_no_stack_outp
     cost = plan["sections"]["cost"]
     assert cost == expected and cost["estimate"] is True and cost["currency"] == "USD"
     assert not any("estimate" in key or "cost" in key for key in plan["outputs"])
+
+
+def _plan(stack: str, tmp_path) -> dict:
+    from components.config import STACKS_DIR
+    from plan import build_plan
+
+    return build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / stack)
+
+
+def test_a_platform_is_priced_per_hour_day_and_month_while_it_lives_not_as_a_training_run(tmp_path):
+    data = _plan("dev-platform", tmp_path)
+    cost, md = data["sections"]["cost"], (tmp_path / "dev-platform" / "plan.md").read_text()
+    section = md.split("## Cost (ESTIMATE)", 1)[1].split("\n## ", 1)[0]
+    assert "training step" not in section and "Run total" not in section and "Ray cluster" not in section
+    total, services, gpu = cost["total"], cost["services"], cost["gpu_pool"]
+    assert total["per_hour"] == pytest.approx(services["per_hour"] + gpu["per_hour"], abs=0.01)
+    assert total["per_day"] == pytest.approx(24 * total["per_hour"], abs=24 * 0.0051)  # per_hour is rounded
+    assert total["per_month"] == pytest.approx(HOURS_PER_MONTH * total["per_hour"], abs=HOURS_PER_MONTH * 0.0051)
+    # dev-platform owns the Lingjun pool: the node bills while it exists, busy or idle.
+    assert gpu["per_hour"] == pytest.approx(DEFAULT_PRICES_USD["lingjun_node_hour"])
+    assert gpu["lines"] == ["gpu_nodes"] and "gpu_nodes" not in services["lines"]
+    idle = {b["busy_percent"]: b["idle_per_month"] for b in cost["gpu_idle_by_busy_share"]}
+    assert idle[0] == gpu["per_month"] and idle[100] == 0 and idle[50] == pytest.approx(gpu["per_month"] / 2, abs=0.01)
+    assert f"{total['per_month']:,.2f} USD per month" in section
+
+
+def test_an_experiment_on_the_platforms_pool_shows_the_gpu_time_it_uses_its_cost_and_who_is_billed(tmp_path):
+    data = _plan("dev-grpo", tmp_path)
+    cost, lat = data["sections"]["cost"], data["sections"]["latency"]
+    use = cost["platform_gpu_use"]
+    assert cost["total"] == pytest.approx(cost["lines"]["oss"]["cost"]), "the stack itself bills only its OSS data"
+    # Its Ray pods hold the platform's node from their start through training and the finished cluster's TTL.
+    held = lat["first_step_minutes"] - lat["pods_start_minutes"] + cost["training_minutes"] + cost["ttl_minutes"]
+    assert use["minutes"] == pytest.approx(held, abs=0.02) and use["minutes"] > cost["training_minutes"]
+    assert use["node_hours"] == pytest.approx(held / 60, abs=1e-3) and use["gpu_hours"] == pytest.approx(8 * held / 60,
+                                                                                                      abs=0.01)
+    assert use["cost"] == pytest.approx(held / 60 * DEFAULT_PRICES_USD["lingjun_node_hour"], abs=0.01) and use["cost"] > 0
+    assert use["billed_to"].endswith("/dev-platform") and use["adds_to_platform_bill"] is False
+    md = (tmp_path / "dev-grpo" / "plan.md").read_text()
+    assert f"= {use['cost']:,.2f} USD" in md and f"billed to the platform stack `{use['billed_to']}`" in md
+
+
+def test_an_experiment_states_one_setup_time_its_time_section_and_its_cost_use_the_same_path(tmp_path):
+    data = _plan("dev-grpo", tmp_path)
+    lat, cost = data["sections"]["latency"], data["sections"]["cost"]
+    assert cost["setup_minutes"] == lat["first_step_minutes"]
+    md = (tmp_path / "dev-grpo" / "plan.md").read_text()
+    assert f"setup to the first step {lat['first_step_minutes']:.1f} min" in md
+
+
+def test_idle_gpu_minutes_before_the_first_step_are_priced_and_split_into_the_avoidable_part(tmp_path):
+    data = _plan("dev", tmp_path)
+    lat, gi = data["sections"]["latency"], data["sections"]["cost"]["gpu_idle_before_first_step"]
+    price = DEFAULT_PRICES_USD["lingjun_node_hour"]
+    assert gi["minutes"] == lat["gpu_idle_minutes"]
+    assert gi["cost"] == pytest.approx(lat["gpu_idle_minutes"] / 60 * price, abs=0.01)
+    # dev pulls the image through a 100 Mbit/s NAT: most of the idle time is that pull, which an in-region image
+    # (or a faster EIP) removes; the job's own start from an in-region image is not avoidable.
+    assert gi["avoidable_minutes"] == pytest.approx(gi["minutes"] - gi["own_start_minutes"], abs=0.02)
+    assert gi["avoidable_minutes"] > gi["minutes"] / 2
+    assert gi["avoidable_cost"] == pytest.approx(gi["avoidable_minutes"] / 60 * price, abs=0.01)
