@@ -677,12 +677,14 @@ def split_markdown(f: SplitFigures) -> str:
 def platform_latency_section(s: Settings, recording: Recording):
     """A platform stack has no training job: its `pulumi up` time, and where the experiments' figures are."""
     cp = critical_path(recording, s)
-    serial = sum(create_minutes(s, kind_of(r)) for r in recording.resources)
-    rows = [("all resources created (`pulumi up` returns)", _m(cp.graph_minutes)),
+    # rounded once, so plan.md shows exactly what plan.json holds (a 87.149 printed 87.1 beside a stored 87.15)
+    serial = round(sum(create_minutes(s, kind_of(r)) for r in recording.resources), 2)
+    graph = round(cp.graph_minutes, 2)
+    rows = [("all resources created (`pulumi up` returns)", _m(graph)),
             ("serial sum of the same steps", _m(serial))]
     md = ("**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement. A platform "
           "stack runs no training: each experiment stack's plan shows its time to the first step on this platform "
           "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + ownership(s))
-    data = {"graph_minutes": round(cp.graph_minutes, 2), "serial_minutes": round(serial, 2),
+    data = {"graph_minutes": graph, "serial_minutes": serial,
             "assumptions": s.latency.model_dump(exclude=unused_inputs(s))}
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)
