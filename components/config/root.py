@@ -165,6 +165,12 @@ class Settings(Strict):
             raise ValueError(
                 "cluster.mode=existing needs cluster.network.vpc_id and node_vswitch_ids (the cluster's VPC and one "
                 "vSwitch per zone, in zones order): the node pools and the ALB are placed in them")
+        if self.gpu_pool.kind == "lingjun" and self.kind != "experiment" and not net.vpc_id:
+            raise ValueError(
+                "gpu_pool.kind=lingjun needs cluster.network.vpc_id, node_vswitch_ids and pod_vswitch_ids: the Lingjun "
+                "nodes already sit in the VPC and vSwitch their node group attached them to (EFLO NodeGroupAttachment "
+                "vpc_id/vswitch_id, create-only) and a node pool takes only nodes in the cluster's VPC; set that VPC "
+                "(Lingjun console > Nodes > network) so the cluster is built in it, or use gpu_pool.kind: ecs")
         if self.cluster.mode == "new" and net.vpc_id and len(net.pod_vswitch_ids) != len(self.zones):
             raise ValueError(
                 f"cluster.network.pod_vswitch_ids needs one Terway pod vSwitch per zone ({len(self.zones)}) when a new "
