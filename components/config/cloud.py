@@ -218,16 +218,6 @@ class GpuPoolSettings(Strict):
             raise ValueError("kind=lingjun but an `ecs:` section is set; remove it or set kind: ecs")
         if self.kind == "ecs" and self.lingjun is not None:
             raise ValueError("kind=ecs but a `lingjun:` section is set; remove it or set kind: lingjun")
-        lj = self.lingjun
-        if lj is not None and len(lj.node_ids) != self.nodes:
-            raise ValueError(
-                f"gpu_pool.lingjun.node_ids lists {len(lj.node_ids)} machine(s) but gpu_pool.nodes is {self.nodes}: the "
-                "job waits for `nodes` GPU nodes; list exactly that many EFLO node ids (Lingjun console > Nodes)")
-        if lj is not None and self.nodes > 1 and lj.security_group_id is None:
-            raise ValueError(
-                "a multi-node Lingjun pool needs gpu_pool.lingjun.security_group_id (and ray_admit_cidrs): its Ray pods "
-                "use the host network, so the head's unauthenticated job API (8265), GCS (6379) and client port (10001) "
-                "would be open to the whole VPC; give the Lingjun nodes' security group so the program restricts them")
         if self.ecs is not None and self.ecs.min_nodes > self.nodes:
             raise ValueError(
                 f"ecs.min_nodes {self.ecs.min_nodes} exceeds nodes {self.nodes} (the autoscaler's maximum); "
