@@ -49,7 +49,8 @@ class NetworkSettings(Strict):
         description="CIDRs of the Terway pod vSwitches a new VPC gets, one per zone in `zones` order.")
     service_cidr: Cidr = Field("192.168.0.0/16", description="Kubernetes Service CIDR; must not overlap VPC or pods.")
     nat_bandwidth_mbps: int = Field(
-        100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s.")
+        100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s. With vpc_id "
+        "(nothing created) the egress of that VPC's own NAT, which the latency model assumes for hub downloads.")
 
     @model_validator(mode="after")
     def _no_overlap(self) -> NetworkSettings:

@@ -28,7 +28,8 @@ CLOUD_COMPONENTS = {
 ECS_POOL = {"gpu_pool": {"kind": "ecs", "lingjun": None,
                          "ecs": {"instance_types": ["ecs.gn7i-c16g1.4xlarge"], "min_nodes": 0}}}
 # A stack that builds its own VPC: an ECS GPU pool (Lingjun stacks must live in their nodes' VPC).
-NEW_VPC = {**ECS_POOL, "cluster": {"network": {"vpc_id": None, "node_vswitch_ids": [], "pod_vswitch_ids": []}}}
+NEW_VPC = {**ECS_POOL, "cluster": {"network": {"vpc_id": None, "node_vswitch_ids": [], "pod_vswitch_ids": [],
+                                               "nat_bandwidth_mbps": 100}}}
 EXISTING_VPC = {"cluster": {"network": {
     "vpc_id": "vpc-given", "node_vswitch_ids": ["vsw-node-a", "vsw-node-b"], "pod_vswitch_ids": ["vsw-pod-a", "vsw-pod-b"]}}}
 
