@@ -26,6 +26,10 @@ STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("P
 SINGLE_STACKS = [s for s in STACKS if read_stack_config(s)[SETTINGS_KEY].get("kind", "single") == "single"]
 SPLIT_STACKS = [s for s in STACKS if s not in SINGLE_STACKS]
 _cache: dict[str, Recording] = {}
+# Overrides that reset a stack's image section to the defaults: the official image, a single stack's default (the dev
+# stack itself pulls a built image from ACR Enterprise).
+OFFICIAL_IMAGE = {"image": {"source": "official", "registry": "personal", "enterprise_instance_id": None,
+                            "registry_host": None}}
 
 
 def deep_merge(base: dict, overrides: dict) -> dict:

@@ -4,12 +4,8 @@ from components.cloud.registry import image_tag, registry_repository, runtime_pi
 from components.config import Settings
 from components.wiring import gpu_scheduling
 from components.workloads.prepull import prepull_daemonset
+from tests.conftest import OFFICIAL_IMAGE as OFFICIAL
 from tests.conftest import deep_merge, stack_settings
-
-# dev with its image section reset to the defaults: the official image, the default of a single stack (dev itself
-# pulls a built one from ACR Enterprise).
-OFFICIAL = {"image": {"source": "official", "registry": "personal", "enterprise_instance_id": None,
-                      "registry_host": None}}
 
 
 def settings(overrides=None, stack="dev") -> Settings:
