@@ -52,6 +52,7 @@ RESOURCES: dict[str, str] = {
     "alicloud:dns/alidnsRecord:AlidnsRecord": "alicloud_alidns_record",
     "alicloud:ecs/eipAddress:EipAddress": "alicloud_eip_address",
     "alicloud:ecs/eipAssociation:EipAssociation": "alicloud_eip_association",
+    "alicloud:ecs/securityGroupRule:SecurityGroupRule": "alicloud_security_group_rule",
     "alicloud:oss/bucket:Bucket": "alicloud_oss_bucket",
     "alicloud:oss/bucketAcl:BucketAcl": "alicloud_oss_bucket_acl",
     "alicloud:oss/bucketLogging:BucketLogging": "alicloud_oss_bucket_logging",

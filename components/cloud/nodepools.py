@@ -16,6 +16,7 @@ import pulumi_alicloud as alicloud
 
 from components.cloud.network import NetworkRefs
 from components.config import Settings
+from components.config.cloud import EXCLUSIVE_ENI_LABEL, LINGJUN_NODE_POOL_DOC
 from components.wiring import (
     GPU_TAINT_KEY,
     SANDBOX_TAINT_KEY,
@@ -49,6 +50,11 @@ def gpu_pool_labels(s: Settings) -> list[dict]:
         labels[GPU_MODEL_LABEL] = s.gpu_pool.gpu_model
     if s.gpu_pool.kind == "lingjun":
         labels[MAX_NODES_LABEL] = str(s.gpu_pool.nodes)
+        assert s.gpu_pool.lingjun is not None
+        if s.gpu_pool.lingjun.terway_exclusive_eni:
+            # ACK supports Lingjun pools in Terway exclusive-ENI mode only; Terway reads the mode from this node
+            # label, and only on a new node (docs/cloud.md "Lingjun nodes").
+            labels[EXCLUSIVE_ENI_LABEL[0]] = EXCLUSIVE_ENI_LABEL[1]
     return [{"key": k, "value": v} for k, v in labels.items()]
 
 
@@ -70,6 +76,89 @@ def ecs_scaling_config(s: Settings) -> dict:
     """Autoscaled ECS GPU pool: scales to `min_nodes` (0 = no GPU bills while idle) and up to `nodes`."""
     assert s.gpu_pool.ecs is not None
     return {"enable": True, "min_size": s.gpu_pool.ecs.min_nodes, "max_size": s.gpu_pool.nodes, "type": "gpu"}
+
+# Pulumi input names of the Lingjun pool fields the provider sends only at creation and never reads back or updates
+# (TF resource_alicloud_cs_kubernetes_node_pool.go: eflo_node_group only in Create; `instances` diffs go to
+# AttachInstancesToNodePool, and a removed id to DeleteClusterNodes with release_node=true). A change must replace the
+# pool, never "update" it to no effect or release a bought machine.
+LINGJUN_REPLACE_ON = ["efloNodeGroup", "instances"]
+# Ray head ports a host-network head listens on (components/workloads/network_policies.py RAY_*_PORT; a test keeps
+# the two equal): GCS, dashboard and job API, Ray client. None of them authenticates by default in Ray 2.52.
+RAY_HEAD_PORTS = (6379, 8265, 10001)
+
+
+def lingjun_pool_args(s: Settings, cluster_id: pulumi.Input[str]) -> dict:
+    """Inputs of the Lingjun pool. No `tags`: the provider puts them on the pool's ECS scaling group only ("Add tags
+    only for ECS instances"; read back from $.scaling_group.tags), which a Lingjun pool's EFLO machines are not in,
+    so they would tag nothing and could diff forever."""
+    lj = s.gpu_pool.lingjun
+    assert lj is not None
+    return {
+        "cluster_id": cluster_id,
+        "node_pool_name": f"{s.name}-gpu",
+        "type": "lingjun",
+        "eflo_node_group": {"cluster_id": lj.eflo_cluster_id, "group_id": lj.eflo_node_group_id},
+        # join: attach -> AttachInstancesToNodePool right after the pool is created (a refusal fails `up` here).
+        "instances": list(lj.node_ids) if lj.join == "attach" else None,
+        "labels": gpu_pool_labels(s),
+        "taints": gpu_pool_taints(s),
+        "update_nodes": UPDATE_NODES,
+    }
+
+
+def lingjun_pool_options() -> pulumi.ResourceOptions:
+    """A node sits in one Lingjun pool only, so the old pool goes first when the node group or the nodes change."""
+    return pulumi.ResourceOptions(replace_on_changes=LINGJUN_REPLACE_ON, delete_before_replace=True)
+
+
+def lingjun_join_warnings(s: Settings) -> list[str]:
+    """What `pulumi preview` says about the steps of a Lingjun join that no API of this program performs."""
+    lj = s.gpu_pool.lingjun
+    assert lj is not None
+    out = []
+    if lj.join == "console":
+        out.append(
+            f"gpu_pool.lingjun.join=console: the pool {s.name}-gpu is created EMPTY. After `pulumi up` add the nodes "
+            f"{', '.join(lj.node_ids)} by hand: ACK console > Clusters > {s.name} > Nodes > Node Pools > {s.name}-gpu > "
+            f"add existing Lingjun nodes ({LINGJUN_NODE_POOL_DOC}). Until then the RayJob waits for GPU nodes.")
+    else:
+        out.append(
+            f"gpu_pool.lingjun.join=attach: the pool attaches {', '.join(lj.node_ids)} through AttachInstancesToNodePool, "
+            "whose API page describes ECS instances only; if ACK refuses EFLO node ids, `up` fails at the pool: set "
+            "join: console and add the nodes in the ACK console (docs/cloud.md \"Lingjun nodes\").")
+    if lj.terway_exclusive_eni:
+        out.append(
+            "Lingjun nodes run Terway exclusive-ENI pods, which NetworkPolicy does not cover (ACK: exclusive ENI "
+            "\"does not support ... NetworkPolicy\"): the Ray pods' policies are not enforced on them; the "
+            "multi-node security-group rules are the network control there (docs/cloud.md).")
+    return out
+
+
+def ray_port_rule_plan(s: Settings) -> list[dict]:
+    """Security-group rules of a multi-node Lingjun pool, whose host-network Ray head listens on the nodes' VPC
+    addresses: per head port, accept from the group itself and `ray_admit_cidrs` (priority 1), drop from anywhere
+    else (priority 2; an Alibaba rule with a smaller priority number wins, a drop wins a tie)."""
+    lj = s.gpu_pool.lingjun
+    assert lj is not None and lj.security_group_id
+    out = []
+    for port in RAY_HEAD_PORTS:
+        out.append({"key": f"self-{port}", "port": port, "policy": "accept", "priority": 1,
+                    "source_security_group_id": lj.security_group_id})
+        for i, cidr in enumerate(lj.ray_admit_cidrs):
+            out.append({"key": f"admit{i}-{port}", "port": port, "policy": "accept", "priority": 1, "cidr_ip": cidr})
+        out.append({"key": f"drop-{port}", "port": port, "policy": "drop", "priority": 2, "cidr_ip": "0.0.0.0/0"})
+    return out
+
+
+def ray_port_rules(name: str, s: Settings, child: pulumi.ResourceOptions) -> list[alicloud.ecs.SecurityGroupRule]:
+    lj = s.gpu_pool.lingjun
+    assert lj is not None
+    return [alicloud.ecs.SecurityGroupRule(
+        f"{name}-ray-{r['key']}", security_group_id=lj.security_group_id, type="ingress", ip_protocol="tcp",
+        port_range=f"{r['port']}/{r['port']}", nic_type="intranet", policy=r["policy"], priority=r["priority"],
+        source_security_group_id=r.get("source_security_group_id"), cidr_ip=r.get("cidr_ip"),
+        description=f"verl-ack {s.name}: Ray head port {r['port']} ({r['policy']})", opts=child)
+        for r in ray_port_rule_plan(s)]
 
 
 @dataclass
@@ -127,6 +216,7 @@ class NodePools(pulumi.ComponentResource):
         self.gpu: alicloud.cs.NodePool | None = None
         self.autoscaler: alicloud.cs.AutoscalingConfig | None = None
         self.sandbox: alicloud.cs.NodePool | None = None
+        self.ray_port_rules: list[alicloud.ecs.SecurityGroupRule] = []
         if args.system:
             self._system_pool(name, args, child)
             if s.sandbox.dedicated_pool is not None:
@@ -171,20 +261,13 @@ class NodePools(pulumi.ComponentResource):
         gp = s.gpu_pool
         if gp.kind == "lingjun":
             assert gp.lingjun is not None
-            # Lingjun machines are bought and grouped outside Pulumi (quota-gated); the pool joins the node
-            # group's nodes. eflo_node_group is immutable after creation.
             self.gpu = alicloud.cs.NodePool(
-                f"{name}-gpu",
-                cluster_id=args.cluster_id,
-                node_pool_name=f"{s.name}-gpu",
-                type="lingjun",
-                eflo_node_group={"cluster_id": gp.lingjun.eflo_cluster_id, "group_id": gp.lingjun.eflo_node_group_id},
-                labels=gpu_pool_labels(s),
-                taints=gpu_pool_taints(s),
-                update_nodes=UPDATE_NODES,
-                tags=args.tags,
-                opts=child,
-            )
+                f"{name}-gpu", **lingjun_pool_args(s, args.cluster_id),
+                opts=pulumi.ResourceOptions.merge(child, lingjun_pool_options()))
+            for msg in lingjun_join_warnings(s):
+                pulumi.log.warn(msg, resource=self.gpu)
+            if gp.lingjun.security_group_id:
+                self.ray_port_rules = ray_port_rules(name, s, child)
         else:
             assert gp.ecs is not None
             self.gpu = alicloud.cs.NodePool(

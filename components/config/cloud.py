@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field, model_validator
 
@@ -26,6 +26,7 @@ from components.config.types import (
     VpcId,
     VSwitchId,
     ZoneId,
+    _text,
 )
 
 # Host memory kept for node daemons on every GPU node (components/model/layout.py NODE_RESERVED_MEMORY_GIB is the
@@ -48,7 +49,8 @@ class NetworkSettings(Strict):
         description="CIDRs of the Terway pod vSwitches a new VPC gets, one per zone in `zones` order.")
     service_cidr: Cidr = Field("192.168.0.0/16", description="Kubernetes Service CIDR; must not overlap VPC or pods.")
     nat_bandwidth_mbps: int = Field(
-        100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s.")
+        100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s. With vpc_id "
+        "(nothing created) the egress of that VPC's own NAT, which the latency model assumes for hub downloads.")
 
     @model_validator(mode="after")
     def _no_overlap(self) -> NetworkSettings:
@@ -122,10 +124,60 @@ class ClusterSettings(Strict):
 
 
 # --------------------------------------------------------------------------------------------- node pools
+# Lingjun (EFLO) node ids as Alibaba's examples write them (e01-cn-smw4d1bzd0a: pulumi_alicloud eflo/node_group_attachment.py
+# and TF website/docs/r/eflo_node_group_attachment.html.markdown); an ECS instance id (i-...) is refused by name.
+LingjunNodeId = Annotated[str, _text(
+    r"[a-z][a-z0-9]*-[a-z0-9][a-z0-9-]{2,62}", "a Lingjun node id",
+    "copy it from the Lingjun console > Nodes (it looks like e01-cn-smw4d1bzd0a)",
+    also=lambda v: "that is an ECS instance id; a Lingjun pool takes the EFLO node ids of its node group"
+    if v.startswith("i-") else None)]
+SecurityGroupId = Annotated[str, _text(r"sg-[a-z0-9]{1,64}", "a security group id",
+                                       "copy it from the Lingjun console > cluster > network, e.g. sg-bp1abc")]
+# Terway's node label for exclusive-ENI mode (AliyunContainerService/terway types/k8s.go ExclusiveENIModeLabel,
+# ExclusiveENIOnly; ACK "Configure exclusive ENI mode for a node pool": set it when the pool is created).
+EXCLUSIVE_ENI_LABEL = ("k8s.aliyun.com/exclusive-mode-eni-type", "eniOnly")
+
+
 class LingjunSettings(Strict):
     eflo_cluster_id: CloudId = Field(
         description="Lingjun (EFLO) cluster id that holds the GPU nodes (console: Lingjun > Clusters).")
-    eflo_node_group_id: CloudId = Field(description="Lingjun node-group id whose nodes join this pool (immutable after creation).")
+    eflo_node_group_id: CloudId = Field(
+        description="Lingjun node-group id whose nodes join this pool. Create-only in the provider (sent once, never "
+        "read back), so a change REPLACES the pool (the old pool is deleted first: a node sits in one pool only).")
+    node_ids: list[LingjunNodeId] = Field(
+        min_length=1, max_length=100, description="The EFLO node ids (e01-...) of the node group's machines this pool "
+        "holds, one per `gpu_pool.nodes`. They must sit in the cluster's VPC (cluster.network.vpc_id). With join: "
+        "attach they become the pool's `instances` (AttachInstancesToNodePool, max 100); a change replaces the pool, "
+        "because the provider's own removal path calls DeleteClusterNodes with release_node=true (docs/cloud.md).")
+    join: Literal["attach", "console"] = Field(
+        "attach", description="How the bought machines become nodes of the pool. `attach`: the provider's `instances` "
+        "(AttachInstancesToNodePool right after the pool is created); UNVERIFIED that ACK accepts EFLO node ids there "
+        "(its API page describes ECS instances), but a refusal fails `pulumi up` at the pool instead of leaving it "
+        "empty. `console`: the pool is created empty and the preview names the console step that adds the nodes.")
+    terway_exclusive_eni: bool = Field(
+        True, description="Label the pool's nodes k8s.aliyun.com/exclusive-mode-eni-type=eniOnly: ACK supports "
+        "Lingjun node pools in Terway exclusive-ENI mode only. Create-time: Terway refuses a mode change on a node, so "
+        "changing it replaces the pool. Exclusive-ENI pods are not subject to NetworkPolicy (docs/cloud.md).")
+    security_group_id: SecurityGroupId | None = Field(
+        None, description="Security group of the Lingjun nodes (the Lingjun cluster's network). Required for a "
+        "multi-node pool: its Ray pods use the host network, so the head's unauthenticated ports (GCS 6379, "
+        "dashboard/job API 8265, client 10001) listen on the nodes' VPC addresses; the program adds rules to this "
+        "group that admit those ports only from the group itself and `ray_admit_cidrs`, and drop them from anywhere "
+        "else.")
+    ray_admit_cidrs: list[Cidr] = Field(
+        default_factory=list, max_length=20, description="Besides the GPU nodes themselves, the CIDRs admitted to the "
+        "Ray head ports of a multi-node pool: at least the Terway pod vSwitch CIDRs of the system pool, where the "
+        "KubeRay operator polls the job on 8265. Required with security_group_id.")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> LingjunSettings:
+        dup = sorted({n for n in self.node_ids if self.node_ids.count(n) > 1})
+        if dup:
+            raise ValueError(f"gpu_pool.lingjun.node_ids lists {dup} more than once; each machine joins once")
+        if self.security_group_id and not self.ray_admit_cidrs:
+            raise ValueError("gpu_pool.lingjun.security_group_id needs ray_admit_cidrs: the KubeRay operator (system "
+                             "pool, Terway pod vSwitches) polls the Ray head on 8265; list those vSwitch CIDRs")
+        return self
 
 
 class EcsGpuSettings(Strict):
@@ -160,7 +212,7 @@ class GpuPoolSettings(Strict):
     @model_validator(mode="after")
     def _kind_section(self) -> GpuPoolSettings:
         if self.kind == "lingjun" and self.lingjun is None:
-            raise ValueError("kind=lingjun needs a `lingjun:` section with eflo_cluster_id and eflo_node_group_id")
+            raise ValueError("kind=lingjun needs a `lingjun:` section with eflo_cluster_id, eflo_node_group_id and node_ids")
         if self.kind == "ecs" and self.ecs is None:
             raise ValueError("kind=ecs needs an `ecs:` section with instance_types")
         if self.kind == "lingjun" and self.ecs is not None:

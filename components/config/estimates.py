@@ -29,7 +29,7 @@ class LatencySettings(Strict):
         "Keys you give replace the built-in estimates; the rest keep them (docs/latency.md gives each source).")
     hub_download_mbps: float = Field(
         400, gt=0, le=1e6, description="Model/dataset download rate from the hub, Mbit/s (estimate). Capped by "
-        "cluster.network.nat_bandwidth_mbps when this stack creates the NAT gateway.")
+        "cluster.network.nat_bandwidth_mbps for a new cluster (its NAT, or the given VPC's own).")
     oss_upload_mbps: float = Field(
         800, gt=0, le=1e6, description="Upload rate from a pod to OSS (intranet endpoint), Mbit/s (estimate).")
     oss_read_mbps: float = Field(

@@ -171,6 +171,23 @@ class Settings(Strict):
             raise ValueError(
                 "cluster.mode=existing needs cluster.network.vpc_id and node_vswitch_ids (the cluster's VPC and one "
                 "vSwitch per zone, in zones order): the node pools and the ALB are placed in them")
+        lj = self.gpu_pool.lingjun
+        if lj is not None and self.owns_gpu_pool() and len(lj.node_ids) != self.gpu_pool.nodes:
+            raise ValueError(
+                f"gpu_pool.lingjun.node_ids lists {len(lj.node_ids)} machine(s) but gpu_pool.nodes is "
+                f"{self.gpu_pool.nodes}: the job waits for `nodes` GPU nodes; list exactly that many EFLO node ids "
+                "(Lingjun console > Nodes)")
+        if lj is not None and self.owns_gpu_pool() and self.gpu_pool.nodes > 1 and lj.security_group_id is None:
+            raise ValueError(
+                "a multi-node Lingjun pool needs gpu_pool.lingjun.security_group_id (and ray_admit_cidrs): its Ray pods "
+                "use the host network, so the head's unauthenticated job API (8265), GCS (6379) and client port (10001) "
+                "would be open to the whole VPC; give the Lingjun nodes' security group so the program restricts them")
+        if self.gpu_pool.kind == "lingjun" and self.kind != "experiment" and not net.vpc_id:
+            raise ValueError(
+                "gpu_pool.kind=lingjun needs cluster.network.vpc_id, node_vswitch_ids and pod_vswitch_ids: the Lingjun "
+                "nodes already sit in the VPC and vSwitch their node group attached them to (EFLO NodeGroupAttachment "
+                "vpc_id/vswitch_id, create-only) and a node pool takes only nodes in the cluster's VPC; set that VPC "
+                "(Lingjun console > Nodes > network) so the cluster is built in it, or use gpu_pool.kind: ecs")
         if self.cluster.mode == "new" and net.vpc_id and len(net.pod_vswitch_ids) != len(self.zones):
             raise ValueError(
                 f"cluster.network.pod_vswitch_ids needs one Terway pod vSwitch per zone ({len(self.zones)}) when a new "

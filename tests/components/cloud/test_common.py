@@ -27,6 +27,9 @@ CLOUD_COMPONENTS = {
 }
 ECS_POOL = {"gpu_pool": {"kind": "ecs", "lingjun": None,
                          "ecs": {"instance_types": ["ecs.gn7i-c16g1.4xlarge"], "min_nodes": 0}}}
+# A stack that builds its own VPC: an ECS GPU pool (Lingjun stacks must live in their nodes' VPC).
+NEW_VPC = {**ECS_POOL, "cluster": {"network": {"vpc_id": None, "node_vswitch_ids": [], "pod_vswitch_ids": [],
+                                               "nat_bandwidth_mbps": 100}}}
 EXISTING_VPC = {"cluster": {"network": {
     "vpc_id": "vpc-given", "node_vswitch_ids": ["vsw-node-a", "vsw-node-b"], "pod_vswitch_ids": ["vsw-pod-a", "vsw-pod-b"]}}}
 
@@ -111,7 +114,7 @@ def test_component_type_tokens_are_pinned(stack_name):
 
 
 def test_new_cluster_stack_declares_exactly_these_cloud_resources():
-    rec = record("dev")
+    rec = record("dev", NEW_VPC)
     expected = {
         "alicloud:vpc/network:Network": {"net-vpc"},
         "alicloud:vpc/switch:Switch": {"net-node-ap-southeast-1a", "net-pod-ap-southeast-1a",
@@ -125,7 +128,8 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
         "alicloud:cs/nodePool:NodePool": {"pools-system", "pools-gpu"},
         "alicloud:cs/kubernetesAddon:KubernetesAddon": {
             "addons-csi-plugin", "addons-csi-provisioner", "addons-pod-identity", "addons-node-problem-detector",
-            "addons-monitoring", "addons-alb", "addons-rdma", "sandbox-addons-controller", "sandbox-addons-manager"},
+            "addons-monitoring", "addons-alb", "sandbox-addons-controller", "sandbox-addons-manager"},
+        "alicloud:cs/autoscalingConfig:AutoscalingConfig": {"pools-autoscaler"},
         "kubernetes:helm.sh/v3:Release": {"addons-kuberay"},
         "alicloud:ram/role:Role": {"identity-role-csi", "identity-role-data", "identity-role-train",
                                    "identity-role-mlflow"},
@@ -153,7 +157,7 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
     for type_, want in expected.items():
         got = {r.name for r in managed(rec) if r.type == type_ and r.parent in ours}
         assert got == want, f"{type_}: {sorted(got)} != {sorted(want)}"
-    assert not rec.by_type("alicloud:cs/autoscalingConfig:AutoscalingConfig")  # Lingjun: no autoscaler
+    assert not record("dev").by_type("alicloud:cs/autoscalingConfig:AutoscalingConfig")  # Lingjun: no autoscaler
 
 
 def test_stack_outputs_give_ids_endpoints_a_secret_kubeconfig_and_kubectl_commands():

@@ -9,7 +9,7 @@ from components.cloud.cluster import create_time_addons, delete_options, kubectl
 from components.cloud.network import creates_network, vswitch_plan
 from components.config import ClusterSettings
 from offline.fakes import ACCOUNT_ID, resource_id
-from tests.components.cloud.test_common import EXISTING_VPC, depends_on, settings_of
+from tests.components.cloud.test_common import EXISTING_VPC, NEW_VPC, depends_on, settings_of
 from tests.conftest import REPO, record
 
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
@@ -17,8 +17,8 @@ CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 
 # ------------------------------------------------------------------------------------------------ network
 def test_a_new_cluster_gets_a_vpc_with_node_and_terway_pod_vswitches_in_every_zone():
-    rec = record("dev")
-    s = settings_of("dev")
+    rec = record("dev", NEW_VPC)
+    s = settings_of("dev", NEW_VPC)
     vpc = rec.get("alicloud:vpc/network:Network", "net-vpc")
     assert vpc.inputs["cidrBlock"] == "10.0.0.0/8" and vpc.inputs["vpcName"] == "verl-dev-vpc"
     for v in vswitch_plan(s):
@@ -29,7 +29,7 @@ def test_a_new_cluster_gets_a_vpc_with_node_and_terway_pod_vswitches_in_every_zo
 
 
 def test_nodes_get_internet_egress_through_a_pay_as_you_go_enhanced_nat_and_eip():
-    rec = record("dev")
+    rec = record("dev", NEW_VPC)
     nat = rec.get("alicloud:vpc/natGateway:NatGateway", "net-nat")
     assert nat.inputs["natType"] == "Enhanced" and nat.inputs["paymentType"] == "PayAsYouGo"
     assert nat.inputs["networkType"] == "internet"
@@ -46,7 +46,7 @@ def test_nodes_get_internet_egress_through_a_pay_as_you_go_enhanced_nat_and_eip(
 
 
 def test_node_pools_wait_for_egress_and_the_cluster_makes_no_nat_of_its_own():
-    rec = record("dev")
+    rec = record("dev", NEW_VPC)
     cluster = rec.get(CLUSTER, "ack-cluster")
     assert cluster.inputs["newNatGateway"] is False
     for pool in rec.by_type("alicloud:cs/nodePool:NodePool"):

@@ -4,11 +4,17 @@ from components.cloud.registry import image_tag, registry_repository, runtime_pi
 from components.config import Settings
 from components.wiring import gpu_scheduling
 from components.workloads.prepull import prepull_daemonset
-from tests.conftest import stack_settings
+from tests.conftest import OFFICIAL_IMAGE as OFFICIAL
+from tests.conftest import deep_merge, stack_settings
 
 
 def settings(overrides=None, stack="dev") -> Settings:
-    return Settings.model_validate(stack_settings(stack, overrides))
+    return Settings.model_validate(deep_merge(stack_settings(stack, OFFICIAL), overrides or {}))
+
+
+def official(overrides: dict | None = None) -> dict:
+    """Overrides of the dev stack with the image section removed first (record() merges one dict)."""
+    return deep_merge(OFFICIAL, overrides or {})
 
 
 def test_official_image_installs_the_pinned_verl_mlflow_and_fastmcp_at_start():
@@ -56,7 +62,7 @@ def test_prepull_runs_only_on_gpu_nodes_pulls_the_training_image_and_then_idles(
 def test_official_image_stacks_declare_no_registry():
     from tests.conftest import record
 
-    rec = record("dev")
+    rec = record("dev", OFFICIAL)
     assert [r for r in rec.resources if r.type.startswith("alicloud:cr/")] == []
     assert rec.outputs["training_image"] == settings().versions.verl_image_ref()
 
@@ -66,7 +72,7 @@ def test_a_built_image_gets_a_private_acr_repository_and_the_credential_helper()
 
     enterprise = {"source": "built", "tag": "abc123", "registry": "enterprise", "enterprise_instance_id": "cri-abc",
                   "registry_host": "inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"}
-    rec = record("dev", {"image": enterprise})
+    rec = record("dev", official({"image": enterprise}))
     ns = rec.get("alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace", "image-namespace")
     repo = rec.get("alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo", "image-repo")
     assert ns.inputs["defaultVisibility"] == "PRIVATE" and ns.inputs["autoCreate"] is False
@@ -82,13 +88,13 @@ def test_a_built_image_gets_a_private_acr_repository_and_the_credential_helper()
 def test_the_prepull_daemonset_pulls_the_image_the_rayjob_runs():
     from tests.conftest import record
 
-    rec = record("dev", {"image": {"source": "built", "tag": "abc123"}})
+    rec = record("dev", official({"image": {"source": "built", "tag": "abc123"}}))
     ds = rec.get("kubernetes:apps/v1:DaemonSet", "prepull-daemonset")
     (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
     head = job.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     assert ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == head["image"]
     assert head["imagePullPolicy"] == "IfNotPresent"
-    off = record("dev", {"image": {"prepull": False}})
+    off = record("dev", official({"image": {"prepull": False}}))
     assert off.by_type("kubernetes:apps/v1:DaemonSet") == []
 
 
@@ -99,7 +105,7 @@ def test_the_official_image_is_pulled_by_tag_and_digest_by_the_rayjob_and_the_pr
     ref = "verlai/verl:vllm024.dev2@sha256:b867883b0dd011363e69ab2ab344922a28c5bd0409e2a324e3ee70fb27ca7543"
     assert v.verl_image_ref() == ref
     for stack in ("dev", "multinode"):
-        rec = record(stack)
+        rec = record(stack, OFFICIAL if stack == "dev" else None)
         ds = rec.get("kubernetes:apps/v1:DaemonSet", "prepull-daemonset")
         (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
         cluster = job.inputs["spec"]["rayClusterSpec"]
@@ -153,11 +159,12 @@ def test_the_offline_plan_of_a_built_image_stack_says_nothing_is_installed_at_st
 def test_the_plan_warns_how_to_verify_ray_until_the_stack_sets_versions_ray():
     from tests.conftest import record
 
-    warned = [m for _, m in record("dev").logs if m.startswith("versions.ray:")]
+    warned = [m for _, m in record("dev", OFFICIAL).logs if m.startswith("versions.ray:")]
     assert len(warned) == 1 and "unverified" in warned[0]
     assert "docker run --rm verlai/verl:vllm024.dev2@sha256:" in warned[0]
     assert "python3 -c 'import ray; print(ray.__version__)'" in warned[0]
-    assert not [m for _, m in record("dev", {"versions": {"ray": "2.55.1"}}).logs if m.startswith("versions.ray:")]
+    logs = record("dev", official({"versions": {"ray": "2.55.1"}})).logs
+    assert not [m for _, m in logs if m.startswith("versions.ray:")]
 
 
 def test_the_credential_helper_config_is_derived_for_the_job_namespace_and_the_pulling_service_accounts():
@@ -167,7 +174,7 @@ def test_the_credential_helper_config_is_derived_for_the_job_namespace_and_the_p
     from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT
     from tests.conftest import record
 
-    rec = record("dev", {"image": {"source": "built", "tag": "abc123"}})
+    rec = record("dev", official({"image": {"source": "built", "tag": "abc123"}}))
     helper = rec.get("alicloud:cs/kubernetesAddon:KubernetesAddon", "image-acr-credential-helper")
     expected = {"AcrInstanceInfo": [{"instanceId": "", "regionId": "ap-southeast-1"}], "enableRRSA": False,
                 "expiringThreshold": "15m", "serviceAccount": "verl-train,default", "watchNamespace": "verl"}
@@ -210,15 +217,16 @@ def test_a_personal_registry_with_the_credential_helper_warns_about_the_2024_09_
     def warned(rec):
         return [m for _, m in rec.logs if m.startswith("image.registry:")]
 
-    helper, by_hand = warned(record("dev", {"image": {"source": "built", "tag": "abc123"}}))
+    helper, by_hand = warned(record("dev", official({"image": {"source": "built", "tag": "abc123"}})))
     assert "created on or before 2024-09-08" in helper and "registry: enterprise" in helper
     assert "create once in the ACR console" in by_hand
-    assert warned(record("dev")) == [], "the official image needs no credential helper"
-    assert [m for m in warned(record("dev", {"image": {"source": "built", "tag": "t", "credential_helper": False}}))
+    assert warned(record("dev", OFFICIAL)) == [], "the official image needs no credential helper"
+    no_helper = official({"image": {"source": "built", "tag": "t", "credential_helper": False}})
+    assert [m for m in warned(record("dev", no_helper))
             if "2024-09-08" in m] == []
     enterprise = {"source": "built", "tag": "t", "registry": "enterprise", "enterprise_instance_id": "cri-abc",
                   "registry_host": "inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"}
-    assert warned(record("dev", {"image": enterprise})) == []
+    assert warned(record("dev", official({"image": enterprise}))) == []
 
 
 def test_a_personal_registry_is_used_not_created_because_the_bridged_provider_cannot_create_one():
@@ -226,6 +234,6 @@ def test_a_personal_registry_is_used_not_created_because_the_bridged_provider_ca
     # the stack names the repository the user made in the console and declares no cr resource.
     from tests.conftest import record
 
-    rec = record("dev", {"image": {"source": "built", "tag": "t1"}})
+    rec = record("dev", official({"image": {"source": "built", "tag": "t1"}}))
     assert [r for r in rec.resources if r.type.startswith("alicloud:cr/")] == []
     assert rec.outputs["training_image"] == "registry-vpc.ap-southeast-1.aliyuncs.com/verl-ack/verl:t1"

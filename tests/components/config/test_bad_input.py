@@ -150,7 +150,8 @@ def test_the_shm_and_reserved_memory_numbers_match_the_builders():
 
 
 def test_a_rollout_engine_the_image_does_not_ship_is_a_settings_problem():
-    refused({"training": {"rollout_engine": "sglang"}}, "settings", "does not run on versions.verl_image")
+    refused({"training": {"rollout_engine": "sglang"}, "image": {"source": "official"}}, "settings",
+            "does not run on versions.verl_image")
     parse_settings(stack_settings("dev", {"training": {"rollout_engine": "sglang"},
                                           "versions": {"verl_image": "verlai/verl:sgl0512.latest",
                                                        "verl_image_digest": None}}))

@@ -40,13 +40,15 @@ BAD = [
     ("lingjun stack on kubernetes 1.30", "dev", {"cluster": {"kubernetes_version": "1.30.7-aliyun.1"}}, "settings",
      ">= 1.31"),
     ("new cluster in a given vpc without pod vswitches", "dev",
-     {"cluster": {"network": {"vpc_id": "vpc-x", "node_vswitch_ids": ["vsw-a", "vsw-b"]}}}, "settings",
+     {"cluster": {"network": {"vpc_id": "vpc-x", "node_vswitch_ids": ["vsw-a", "vsw-b"], "pod_vswitch_ids": []}}},
+     "settings",
      "pod_vswitch_ids needs one Terway pod vSwitch per zone"),
     ("domain with the open-source manager, which serves no E2B ingress", "dev",
      {"sandbox": {"manager": "open-source", "mcp_port": 8082}}, "settings", "bills by the hour for nothing"),
     ("domain with sandboxes disabled", "dev", {"sandbox": {"enabled": False}}, "settings",
      "served only by the ACK sandbox manager add-on"),
-    ("domain with one zone", "dev", {"zones": ["ap-southeast-1a"]}, "settings", "ALB needs two zones"),
+    ("domain with one zone", "dev", {"zones": ["ap-southeast-1a"], "cluster": {"network": {
+        "node_vswitch_ids": ["vsw-a"], "pod_vswitch_ids": ["vsw-p"]}}}, "settings", "ALB needs two zones"),
     ("domain at the dns zone apex", "dev", {"sandbox": {"domain": "example.com"}}, "settings",
      "where a CNAME cannot live"),
     ("ecs min nodes above nodes", "dev", {**ECS_POOL, "gpu_pool": {**ECS_POOL["gpu_pool"], "ecs": {

@@ -19,7 +19,7 @@ def problems(stack: str, overrides: dict) -> list[str]:
 
 
 def test_existing_stacks_are_single_stacks_by_default():
-    s = parse_settings(stack_settings("dev"))
+    s = parse_settings(stack_settings("dev", {"image": None}))  # dev sets its image; the default is official
     assert s.kind == "single" and s.platform_stack is None and s.image.source == "official"
 
 

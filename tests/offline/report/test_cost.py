@@ -17,6 +17,7 @@ from offline.report.cost import (
     training_steps,
 )
 from offline.report.latency import Timeline
+from tests.components.cloud.test_common import NEW_VPC
 from tests.conftest import record, stack_settings
 
 TIMELINE = Timeline(setup_minutes=25, gpu_pool_start_minutes=5, gpu_pool_ready_minutes=15, source="test")
@@ -85,8 +86,11 @@ def test_lingjun_nodes_bill_while_they_exist_so_they_dominate_the_idle_cost():
 
 
 def test_a_new_cluster_adds_the_ack_fee_nat_eip_and_the_sandbox_domain_adds_the_alb():
-    keys = {ln.price_key for ln in estimate_cost(load_stack("dev"), TIMELINE).lines}
+    keys = {ln.price_key for ln in estimate_cost(settings(NEW_VPC, "dev"), TIMELINE).lines}
     assert {"ack.pro.small", "nat_gateway_hour", "eip_hour", "eip_egress_gib", "alb_hour", "alb_lcu_hour"} <= keys
+    # A Lingjun stack is built in its nodes' VPC: no NAT or EIP of its own bills.
+    keys = {ln.price_key for ln in estimate_cost(load_stack("dev"), TIMELINE).lines}
+    assert "ack.pro.small" in keys and not keys & {"nat_gateway_hour", "eip_hour"}
     keys = {ln.price_key for ln in estimate_cost(small(), TIMELINE).lines}
     assert not keys & {"ack.pro.small", "nat_gateway_hour", "alb_hour"}
 

@@ -11,6 +11,7 @@ from offline.engine import Recording, Registration, run_program
 from offline.report import plan_sections
 from offline.report.latency import (
     RAYJOB_TYPE,
+    TARGET_FRESH_RATIO,
     critical_path,
     job_kind,
     job_minutes,
@@ -18,6 +19,7 @@ from offline.report.latency import (
     latency_section,
     mbit_minutes,
     pull_minutes,
+    unavoidable_chain_minutes,
 )
 from tests.conftest import record, stack_settings
 
@@ -210,7 +212,7 @@ def test_an_awaited_prepull_daemonset_holds_back_what_depends_on_it():
 
 
 def test_image_pull_through_the_nat_shares_its_bandwidth_and_acr_does_not():
-    s = load_stack("multinode")  # new cluster in a new VPC: the stack creates the NAT
+    s = load_stack("multinode")  # new cluster: its NAT (the Lingjun VPC's own) is assumed at nat_bandwidth_mbps
     gib = s.latency.training_image_gib * 2**30
     docker_hub, rate, via_nat = pull_minutes(s, "verlai/verl:vllm012.latest")
     assert via_nat and rate == s.cluster.network.nat_bandwidth_mbps / s.gpu_pool.nodes
@@ -304,3 +306,21 @@ def test_a_platform_stack_estimates_the_pull_of_the_image_it_names_not_the_publi
     cp = critical_path(record("dev-platform"), s)
     assert cp.image_pull.image == configured_image(s) and ".aliyuncs.com/" in cp.image_pull.image
     assert not cp.image_pull.via_nat
+
+
+def test_the_tutorials_single_stack_reaches_its_first_step_within_the_target_of_its_unavoidable_chain():
+    s = load_stack("dev")
+    cp = critical_path(record("dev"), s)
+    chain = unavoidable_chain_minutes(s, cp)
+    assert cp.first_step_minutes <= TARGET_FRESH_RATIO * chain, (cp.first_step_minutes, chain)
+    assert not cp.image_pull.via_nat, "the 25 GiB image comes from the in-region registry, not through the NAT"
+    sec = latency_section(s, record("dev"))
+    assert sec.data["chain_ratio"] == round(cp.first_step_minutes / chain, 2)
+    assert f"{cp.first_step_minutes / chain:.2f}x" in sec.markdown
+
+
+def test_the_same_stack_with_the_docker_hub_image_through_the_nat_misses_that_target():
+    over = {"image": {"source": "official"}}
+    s = parse_settings(stack_settings("dev", over))
+    cp = critical_path(record("dev", over), s)
+    assert cp.image_pull.via_nat and cp.first_step_minutes > TARGET_FRESH_RATIO * unavoidable_chain_minutes(s, cp)

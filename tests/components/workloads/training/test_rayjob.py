@@ -25,7 +25,7 @@ from components.workloads.training.rayjob import (
     rayjob_manifest,
     runtime_env_yaml,
 )
-from tests.conftest import stack_settings
+from tests.conftest import OFFICIAL_IMAGE, stack_settings
 from tests.crd import RAYJOB_CRD
 from tests.crd import crd_errors as shared_crd_errors
 from tests.snapshot import assert_text_snapshot
@@ -228,7 +228,7 @@ def test_shm_larger_than_the_pod_memory_is_refused_at_preview_as_a_settings_prob
 
 
 def test_the_official_image_installs_the_pinned_packages_at_start_and_a_built_image_does_not():
-    s, manifest = build("dev")
+    s, manifest = build("dev", OFFICIAL_IMAGE)
     assert manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == \
         s.versions.verl_image_ref()
     runtime_env = yaml.safe_load(manifest["spec"]["runtimeEnvYAML"])
@@ -246,7 +246,7 @@ def test_the_official_image_installs_the_pinned_packages_at_start_and_a_built_im
 def test_an_engine_the_image_does_not_ship_is_refused_at_preview_as_a_settings_problem():
     with pytest.raises(SettingsError, match=r"rollout_engine sglang does not run on versions.verl_image "
                                             r"verlai/verl:vllm024\.dev2"):
-        build("dev", {"training": {"rollout_engine": "sglang"}})
+        build("dev", {"training": {"rollout_engine": "sglang"}, **OFFICIAL_IMAGE})
     _, manifest = build("dev", {"training": {"rollout_engine": "sglang"},
                                 "versions": {"verl_image": "verlai/verl:sgl0512.latest", "verl_image_digest": None}})
     assert overrides_of(manifest)["actor_rollout_ref.rollout.name"] == "sglang"

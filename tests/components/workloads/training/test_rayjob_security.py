@@ -10,7 +10,7 @@ from components.cloud.identity import INJECTION_LABEL, ROLE_NAME_ANNOTATION
 from components.workloads.training.rayjob import RDMA_CAPABILITIES, ray_pod_security
 from tests.components.workloads.test_sandbox_hardening import pss_violations
 from tests.components.workloads.training.test_rayjob import build, crd_errors, pod_templates, settings_for
-from tests.conftest import record
+from tests.conftest import OFFICIAL_IMAGE, record
 
 
 @pytest.mark.parametrize("stack", ["dev", "existing-ecs"])
@@ -42,7 +42,7 @@ def test_the_built_image_must_run_as_non_root_unless_rdma_needs_root():
     assert pod["runAsNonRoot"] is True and "runAsUser" not in container
     pod, container = ray_pod_security(built, rdma=True)
     assert "runAsNonRoot" not in pod and container["runAsUser"] == 0
-    official, _ = ray_pod_security(settings_for("dev"), rdma=False)
+    official, _ = ray_pod_security(settings_for("dev", OFFICIAL_IMAGE), rdma=False)
     assert "runAsNonRoot" not in official, "the official verl image runs as root"
 
 

@@ -1,0 +1,97 @@
+"""How bought Lingjun machines become nodes of the pool (docs/cloud.md "Lingjun nodes"), what a change of the node
+group does, and the security-group rules that close the host-network Ray head of a multi-node pool."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.cloud.nodepools import RAY_HEAD_PORTS, lingjun_join_warnings
+from components.config.cloud import EXCLUSIVE_ENI_LABEL
+from components.config.loading import SettingsError
+from components.workloads import network_policies
+from tests.components.cloud.test_common import settings_of
+from tests.conftest import record
+
+POOL = "alicloud:cs/nodePool:NodePool"
+RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
+
+
+def labels(reg) -> dict[str, str]:
+    return {x["key"]: x["value"] for x in reg.inputs["labels"]}
+
+
+def test_the_lingjun_pool_attaches_the_bought_machines_by_their_eflo_node_ids():
+    s = settings_of("multinode")
+    pool = record("multinode").get(POOL, "pools-gpu")
+    assert pool.inputs["instances"] == s.gpu_pool.lingjun.node_ids
+    assert len(pool.inputs["instances"]) == s.gpu_pool.nodes
+
+
+def test_with_join_console_the_pool_is_created_empty_and_the_preview_names_the_console_step():
+    over = {"gpu_pool": {"lingjun": {"join": "console"}}}
+    pool = record("dev", over).get(POOL, "pools-gpu")
+    assert "instances" not in pool.inputs
+    warning = lingjun_join_warnings(settings_of("dev", over))[0]
+    assert "EMPTY" in warning and "ACK console > Clusters" in warning and "e01-cn-replaceme0001" in warning
+
+
+def test_lingjun_nodes_are_labelled_for_terway_exclusive_eni_mode_unless_the_stack_turns_it_off():
+    key, value = EXCLUSIVE_ENI_LABEL
+    assert labels(record("dev").get(POOL, "pools-gpu"))[key] == value
+    off = record("dev", {"gpu_pool": {"lingjun": {"terway_exclusive_eni": False}}}).get(POOL, "pools-gpu")
+    assert key not in labels(off)
+    assert key not in labels(record("existing-ecs").get(POOL, "pools-gpu")), "ECS pools keep shared-ENI mode"
+
+
+def test_a_changed_node_group_or_node_list_replaces_the_lingjun_pool_old_pool_first():
+    pool = record("dev").get(POOL, "pools-gpu")
+    # The Pulumi input names of the create-only fields (SDK cs/node_pool.py getters efloNodeGroup, instances).
+    assert set(pool.options["replace_on_changes"]) == {"efloNodeGroup", "instances"}
+    assert set(pool.options["replace_on_changes"]) <= set(pool.inputs)
+    assert pool.options["delete_before_replace"] is True
+
+
+def test_the_lingjun_pool_carries_no_tags_because_they_reach_ecs_scaling_groups_only():
+    assert "tags" not in record("dev").get(POOL, "pools-gpu").inputs
+    assert "tags" in record("existing-ecs").get(POOL, "pools-gpu").inputs
+
+
+@pytest.mark.parametrize("change, field, message", [
+    ({"gpu_pool": {"lingjun": {"node_ids": ["e01-cn-a0001", "e01-cn-a0002"]}}}, "gpu_pool", "exactly that many"),
+    ({"gpu_pool": {"lingjun": {"node_ids": ["i-2zed0sswuau6o89b"]}}}, "node_ids", "ECS instance id"),
+    ({"cluster": {"network": {"vpc_id": None, "node_vswitch_ids": [], "pod_vswitch_ids": []}}}, "settings",
+     "needs cluster.network.vpc_id"),
+])
+def test_a_lingjun_stack_is_refused_without_its_nodes_or_outside_their_vpc(change, field, message):
+    with pytest.raises(SettingsError) as err:
+        settings_of("dev", change)
+    assert message in str(err.value) and field in str(err.value)
+
+
+def test_a_multi_node_lingjun_pool_without_the_nodes_security_group_is_refused():
+    with pytest.raises(SettingsError, match="security_group_id"):
+        settings_of("multinode", {"gpu_pool": {"lingjun": {"security_group_id": None}}})
+
+
+def test_multinode_admits_the_ray_head_ports_only_from_the_gpu_nodes_and_the_pod_vswitches_and_drops_the_rest():
+    s = settings_of("multinode")
+    lj = s.gpu_pool.lingjun
+    rules = [r.inputs for r in record("multinode").by_type(RULE)]
+    assert rules and all(r["securityGroupId"] == lj.security_group_id and r["type"] == "ingress" for r in rules)
+    for port in RAY_HEAD_PORTS:
+        on_port = [r for r in rules if r["portRange"] == f"{port}/{port}"]
+        accepted = {r.get("sourceSecurityGroupId") or r.get("cidrIp") for r in on_port if r["policy"] == "accept"}
+        assert accepted == {lj.security_group_id, *lj.ray_admit_cidrs}
+        drops = [r for r in on_port if r["policy"] == "drop"]
+        assert [d["cidrIp"] for d in drops] == ["0.0.0.0/0"]
+        # A smaller number wins in an Alibaba security group: every accept outranks the drop.
+        assert all(r["priority"] < drops[0]["priority"] for r in on_port if r["policy"] == "accept")
+
+
+def test_a_single_node_stack_adds_no_security_group_rules():
+    assert record("dev").by_type(RULE) == []
+
+
+def test_the_restricted_ports_are_the_ray_ports_the_network_policies_guard():
+    assert set(RAY_HEAD_PORTS) == {network_policies.RAY_GCS_PORT, network_policies.RAY_DASHBOARD_PORT,
+                                   network_policies.RAY_CLIENT_PORT}
