@@ -22,7 +22,16 @@ from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.sandbox import SandboxSettings
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
-from components.config.types import EnvironmentName, RegionId, Strict, TagKey, TagValue, ZoneId
+from components.config.types import (
+    EnvironmentName,
+    RegionId,
+    Strict,
+    TagKey,
+    TagValue,
+    ZoneId,
+    zone_example,
+    zone_in_region,
+)
 
 # Images of verl's Docker Hub repository carry one rollout engine each: verlai/verl:vllmNNN.* vLLM, :sglNNN.* SGLang.
 VERL_IMAGE_ENGINE = re.compile(r"verlai/verl:(vllm|sgl)[0-9]")
@@ -115,8 +124,11 @@ class Settings(Strict):
             raise ValueError(
                 f"gpu_pool.zone {self.gpu_pool.zone!r} is not one of zones {self.zones}; add it to zones or pick one of them")
         for z in self.zones:
-            if not z.startswith(self.region):
-                raise ValueError(f"zone {z!r} is not in region {self.region!r}; zones look like {self.region}a")
+            if not zone_in_region(z, self.region):
+                raise ValueError(f"zone {z!r} is not a zone of region {self.region!r}: its zones are the region id "
+                                 f"and one letter, like {zone_example(self.region)}")
+        if len(set(self.zones)) != len(self.zones):
+            raise ValueError(f"zones {self.zones} lists a zone twice; list each zone once")
         net = self.cluster.network
         if self.cluster.mode == "new" and net.vpc_id is None:
             for field in ("node_cidrs", "pod_cidrs"):
