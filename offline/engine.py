@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as psettings
 
+from components.cloud.account_checks import OFFLINE_PLAN_ENV
 from offline import fakes
 
 SECRET = "[secret]"
@@ -227,11 +229,14 @@ class _LogCapture(logging.Handler):
 
 
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
-                stack: str, stack_references: dict[str, StackOutputs] | None = None) -> Recording:
+                stack: str, stack_references: dict[str, StackOutputs] | None = None,
+                offline_plan: bool = True) -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
     `stack_references` maps fully qualified stack names to the outputs a StackReference to them reads.
+    `offline_plan` marks the run as the offline plan (OFFLINE_PLAN_ENV): the program then renders the shipped
+    placeholders and lists them instead of refusing them; tests pass False to see what a real preview does.
     """
     recording = Recording()
     logger = logging.getLogger(f"verl-ack.offline.{stack}")
@@ -242,6 +247,9 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    previous_flag = os.environ.pop(OFFLINE_PLAN_ENV, None)
+    if offline_plan:
+        os.environ[OFFLINE_PLAN_ENV] = "1"
     pulumi.runtime.set_all_config(config, secret_keys)
     # A placeholder root keeps set_mocks from creating its own Stack; run_in_stack then creates the one
     # real Stack, exactly as the Pulumi language host does, and registers the exports on it.
@@ -252,6 +260,9 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
         loop.run_until_complete(pulumi.runtime.stack.run_in_stack(
             lambda: runpy.run_path(str(program), run_name="__main__")))
     finally:
+        os.environ.pop(OFFLINE_PLAN_ENV, None)
+        if previous_flag is not None:
+            os.environ[OFFLINE_PLAN_ENV] = previous_flag
         pulumi.runtime.set_all_config({}, [])
         # A program that failed mid-run leaves RPC tasks (and executor threads) behind; end them here, so the
         # next run in this process starts clean instead of inheriting them.
