@@ -230,11 +230,13 @@ class _LogCapture(logging.Handler):
 
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
                 stack: str, stack_references: dict[str, StackOutputs] | None = None,
-                offline_plan: bool = True) -> Recording:
+                offline_plan: bool = True, organization: str = "organization") -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
     `stack_references` maps fully qualified stack names to the outputs a StackReference to them reads.
+    `organization` is what pulumi.get_organization() returns: "organization", the name a self-managed (local or
+    bucket) backend gives every stack, which the shipped stack files' platform_stack names use.
     `offline_plan` marks the run as the offline plan (OFFLINE_PLAN_ENV): the program then renders the shipped
     placeholders and lists them instead of refusing them; tests pass False to see what a real preview does.
     """
@@ -254,7 +256,8 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
     # A placeholder root keeps set_mocks from creating its own Stack; run_in_stack then creates the one
     # real Stack, exactly as the Pulumi language host does, and registers the exports on it.
     psettings.ROOT.set(object())  # type: ignore[arg-type]
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, logger=logger, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, logger=logger, monitor=monitor,
+                             organization=organization)
     psettings.ROOT.set(None)
     try:
         loop.run_until_complete(pulumi.runtime.stack.run_in_stack(
