@@ -25,12 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
 try:
+    import yaml
+
     from components.config import (
         PROJECT,
         SECRET_KEYS,
