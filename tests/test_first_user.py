@@ -248,3 +248,12 @@ def test_an_invalid_platform_stack_file_is_reported_as_the_platforms_file(tmp_pa
     [problem] = info.value.problems
     assert problem.field.startswith("platform_stack organization/verl-ack/dev-platform (Pulumi.dev-platform.yaml)")
     assert problem.field.endswith("gpu_pool.nodes")
+
+
+# --------------------------------------------------------------------------------------------- item 9
+def test_make_setup_announces_each_step_and_keeps_pips_package_lines_and_exit_status(tmp_path):
+    run = subprocess.run(["make", "-n", "setup", f"VENV={tmp_path / 'venv'}"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    steps = [line for line in run.stdout.splitlines() if line.startswith('echo "setup:')]
+    assert len(steps) >= 4, run.stdout
+    assert "set -o pipefail" in run.stdout and "Collecting" in run.stdout and "--quiet -r requirements-dev" not in run.stdout

@@ -59,7 +59,9 @@ class Settings(Strict):
         "(docs/stacks.md).")
     platform_stack: str | None = Field(
         None, description="kind=experiment only: the platform stack's fully qualified name <organization>/<project>/"
-        "<stack> (e.g. organization/verl-ack/dev-platform), read with pulumi.StackReference.")
+        "<stack> (e.g. organization/verl-ack/dev-platform), read with pulumi.StackReference. The project is verl-ack "
+        "and the organization this stack's (a self-managed backend's is `organization`); plan.py renders "
+        "stacks/Pulumi.<stack>.yaml as the platform.")
     name: EnvironmentName = Field(description="Short name of this environment; prefixes cloud resource names (e.g. verl-dev).")
     region: RegionId = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
     zones: list[ZoneId] = Field(
