@@ -51,8 +51,8 @@ def refuse_placeholders(s: Settings) -> None:
     found = placeholders(s)
     if found:
         raise SettingsError([Problem(field=p.field, message=f"{p.value!r} is the shipped placeholder, not a value of "
-                                     f"your account; replace it in stacks/Pulumi.{pulumi.get_stack()}.yaml with the "
-                                     f"real one, found in {p.where}") for p in found])
+                                     f"your account; replace it in stacks/Pulumi.{pulumi.get_stack()}.yaml. Where "
+                                     f"the real value is: {p.where}") for p in found])
 
 
 def check_platform_organization(s: Settings) -> None:
