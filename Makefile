@@ -1,4 +1,6 @@
 # Two commands on a fresh machine:  `make plan` (set up + render the dev stack offline) and `make test`.
+# bash for `set -o pipefail` in setup: pip's output is filtered to its progress lines, its exit status kept.
+SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
@@ -6,12 +8,20 @@ STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
 .PHONY: setup plan plans test lint schemas schema bench clean runtime-check
 
+# The first run downloads ~1 GB of pinned wheels (a few minutes): each step says what it does, and pip shows
+# one line per package (--progress-bar off keeps CI logs readable; the names show it is moving).
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-verl.txt
+	@echo "setup: creating $(VENV) (once; later runs reuse it)"
 	python3 -m venv $(VENV)
+	@echo "setup: upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@echo "setup: installing the pinned requirements (requirements-dev.txt, a few minutes the first time)"
+	set -o pipefail; $(PY) -m pip install --progress-bar off --disable-pip-version-check -r requirements-dev.txt 2>&1 \
+	  | { grep -E --line-buffered '^(Collecting|Successfully installed|ERROR|error)' || true; }
 	# verl only for its Hydra config tree (tests compose the trainer config offline); see the file's comment.
+	@echo "setup: installing verl's config tree (requirements-verl.txt, no dependencies)"
 	$(PY) -m pip install --quiet --no-deps -r requirements-verl.txt
+	@echo "setup: done"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -27,10 +27,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
-from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config  # noqa: E402
-from components.model import parse_settings  # noqa: E402
-from offline.engine import run_program  # noqa: E402
-from plan import build_plan, stack_config  # noqa: E402
+try:
+    from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config
+    from components.model import parse_settings
+    from offline.engine import run_program
+    from plan import build_plan, stack_config
+except ImportError as _missing:  # run outside the project's virtualenv: say what to run, not a traceback
+    from offline.venv_hint import exit_without_venv
+
+    exit_without_venv(_missing, "benchmark.py")
 
 SDK_MODULES = ["pulumi", "pulumi_alicloud", "pulumi_kubernetes"]
 GPU_NODES = [1, 4, 16, 64]

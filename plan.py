@@ -26,26 +26,33 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
-from components.config import (  # noqa: E402
-    PROJECT,
-    SECRET_KEYS,
-    SETTINGS_KEY,
-    Problem,
-    SettingsError,
-    read_stack_config,
-    stack_file,
-)
-from components.model import parse_settings  # noqa: E402
-from offline import day2  # noqa: E402
-from offline.engine import SECRET, Recording, StackOutputs, run_program  # noqa: E402
-from offline.report import plan_sections  # noqa: E402
-from offline.report.latency import PlatformRun, single_of_pair  # noqa: E402
-from offline.report.picture import mermaid_gantt, mermaid_pie, plan_svg  # noqa: E402
+try:
+    import yaml
+
+    from components.config import (
+        PROJECT,
+        SECRET_KEYS,
+        SETTINGS_KEY,
+        Problem,
+        SettingsError,
+        raw_settings,
+        read_stack_config,
+        stack_file,
+    )
+    from components.config.loading import StackFileNotFound, missing_stack_message, stack_name
+    from components.model import parse_settings
+    from offline import day2
+    from offline.engine import SECRET, Recording, StackOutputs, run_program
+    from offline.report import plan_sections
+    from offline.report.latency import PlatformRun, single_of_pair
+    from offline.report.picture import mermaid_gantt, mermaid_pie, plan_svg
+except ImportError as _missing:  # run outside the project's virtualenv: say what to run, not a traceback
+    from offline.venv_hint import exit_without_venv
+
+    exit_without_venv(_missing, "plan.py")
 
 # kubectl-style apply order among objects that do not depend on each other.
 KIND_RANK = {k: i for i, k in enumerate([
@@ -237,8 +244,13 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
     if not path.exists():
         raise problem(f"{settings.platform_stack}: no {path.relative_to(REPO)} to render the platform offline; add "
                       "the platform's stack file or fix the name")
-    raw = read_stack_config(path).get(SETTINGS_KEY) or {}
-    platform_settings = parse_settings(raw)
+    try:
+        raw = raw_settings(path)
+        platform_settings = parse_settings(raw)
+    except SettingsError as err:
+        # The platform's own file is wrong, not this one: name it, so the fix lands in the right file.
+        raise SettingsError([Problem(field=f"platform_stack {settings.platform_stack} ({path.relative_to(REPO)}): "
+                                     f"{p.field}", message=p.message) for p in err.problems]) from None
     if platform_settings.kind != "platform":
         raise problem(f"{settings.platform_stack} is kind={platform_settings.kind}; an experiment runs on a "
                       "kind=platform stack")
@@ -286,8 +298,8 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
                changes: tuple[list, str] | None = None) -> dict:
     # SettingsError -> exit 2 before anything runs: the settings first (every problem with its field), then the
     # rest of the config as the program will see it.
-    raw = read_stack_config(path).get(SETTINGS_KEY)
-    settings = parse_settings(raw if raw is not None else {})
+    raw = raw_settings(path)
+    settings = parse_settings(raw)
     config, secret_keys, _ = stack_config(path, secret_values)
     platform = render_platform(settings, secret_values) if settings.kind == "experiment" else None
     references = {settings.platform_stack: StackOutputs.of(platform.recording)} if platform else {}
@@ -355,14 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-config-file", type=Path, help="the stack file before the change (e.g. at the PR's merge "
                     "base): plan.json gets `changes`, plan.md starts with them")
     args = ap.parse_args(argv)
-    if args.stack:
-        path, stack = stack_file(args.stack), args.stack
-    else:
-        path = args.config_file
-        m = re.fullmatch(r"Pulumi\.(.+)\.ya?ml", path.name)
-        stack = m.group(1) if m else path.stem
-    if not path.exists():
-        print(f"error: no stack file {path}", file=sys.stderr)
+    # `--stack stacks/Pulumi.dev.yaml` is a path, not a name: take it as one (stack_file tells them apart).
+    path = stack_file(args.stack) if args.stack else args.config_file
+    stack = stack_name(path)
+    if not path.is_file():
+        print(f"error: {missing_stack_message(args.stack or path)}", file=sys.stderr)
         return 2
     out = args.out or REPO / "out" / stack
     try:
@@ -380,6 +389,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stack {stack}: {len(err.problems)} problem(s) in {path}; nothing written:", file=sys.stderr)
         for p in err.problems:
             print(f"  - {p}", file=sys.stderr)
+        return 2
+    except StackFileNotFound as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the output folder cannot be written (permissions, a file in the way, a full disk)
+        print(f"error: cannot write the plan to {out}: {err.strerror or err}; give a writable --out", file=sys.stderr)
         return 2
     n_k8s = len(plan["manifests"])
     print(f"stack {stack}: {len(plan['resources'])} resources, {n_k8s} Kubernetes manifests -> {out}")

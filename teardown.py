@@ -67,7 +67,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import alibabacloud_oss_v2 as oss
+try:
+    import alibabacloud_oss_v2 as oss
+except ImportError as _missing:  # run outside the project's virtualenv: say what to run, not a traceback
+    from offline.venv_hint import exit_without_venv
+
+    exit_without_venv(_missing, "teardown.py")
 
 from keeper.checkpoints import (  # noqa: F401 (re-exported: the tests and docs name teardown.X)
     _HF_SHARD,
@@ -315,6 +320,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="first remove the lock claim of teardown run RUN_ID (named in the refusal), which must no "
                         "longer be running")
     args = p.parse_args(argv)
+    if "/" in args.stack or args.stack.endswith((".yaml", ".yml")):
+        # The name is also the one `pulumi destroy --stack` receives, so a file path cannot stand in for it.
+        name = args.stack.rsplit("/", 1)[-1].removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+        p.error(f"--stack takes the stack's name, not a file: `--stack {name}` reads stacks/Pulumi.{name}.yaml")
     if args.dry_run and args.destroy:
         p.error("--dry-run and --destroy exclude each other")
     if args.dry_run and args.break_lock:
@@ -330,14 +339,21 @@ class StackError(RuntimeError):
 
 def default_load_stack(name: str):
     # Imported here so the copy logic and its tests do not depend on the Pulumi program's settings.
-    import yaml
+    try:
+        import yaml
 
-    from components.config import SettingsError
-    from components.model import load_stack
+        from components.config import SettingsError
+        from components.model import load_stack
+    except ImportError as missing:
+        from offline.venv_hint import venv_message
 
+        raise StackError(venv_message(missing, "teardown.py").removeprefix("error: ")) from missing
     try:
         return load_stack(name)
-    except (SettingsError, FileNotFoundError, yaml.YAMLError) as err:
+    except SettingsError as err:
+        raise StackError(f"stack {name}: {len(err.problems)} problem(s) in its stack file; nothing copied or "
+                         "destroyed:\n" + "\n".join(f"  - {p}" for p in err.problems)) from err
+    except (FileNotFoundError, yaml.YAMLError) as err:
         raise StackError(str(err)) from err
 
 

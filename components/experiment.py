@@ -18,6 +18,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.account_checks import check_account
 from components.cloud.identity import Identity, IdentityArgs
 from components.cloud.network import NetworkRefs
 from components.cloud.nodepools import NodePools, NodePoolsArgs
@@ -103,6 +104,7 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     else:
         # Region, cluster and vSwitches are the platform's: this stack never restates them.
         provider = alicloud.Provider("alicloud", region=refs.region)
+        check_account(s, provider)  # placeholders and account reads refuse the stack before anything is created
         k8s_provider = k8s.Provider(
             K8S_PROVIDER, kubeconfig=refs.kubeconfig,
             # Keyed on the cluster id: the platform's credential is regenerated on its runs, which must update

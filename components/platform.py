@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pulumi_alicloud as alicloud
 
+from components.cloud.account_checks import check_account
 from components.cloud.addons import Addons, AddonsArgs, SandboxAddons, SandboxAddonsArgs, uses_sandbox_addons
 from components.cloud.cluster import Cluster, ClusterArgs
 from components.cloud.identity import Identity, IdentityArgs
@@ -67,6 +68,7 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     # One explicit provider per cloud; stacks disable the default providers, so a resource that forgets its
     # provider fails at preview instead of landing in whatever region the environment points at.
     alicloud_provider = alicloud.Provider("alicloud", region=s.region)
+    check_account(s, alicloud_provider)  # placeholders and account reads refuse the stack before anything is created
 
     network = Network("net", NetworkArgs(s, tags, alicloud_provider)) if creates_network(s) else None
     net_refs = network.refs if network else existing_network_refs(s)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as psettings
 
+from components.cloud.account_checks import OFFLINE_PLAN_ENV
 from offline import fakes
 
 SECRET = "[secret]"
@@ -265,13 +267,18 @@ class _LogCapture(logging.Handler):
 
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
                 stack: str, stack_references: dict[str, StackOutputs] | None = None,
-                own_outputs: StackOutputs | None = None, prior: dict[str, RawState] | None = None) -> Recording:
+                own_outputs: StackOutputs | None = None, prior: dict[str, RawState] | None = None,
+                offline_plan: bool = True, organization: str = "organization") -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
     `stack_references` maps fully qualified stack names to the outputs a StackReference to them reads;
     `own_outputs` is what a StackReference to this stack itself reads (None: a fresh stack, no outputs);
     `prior` is the state of an earlier run (urn -> RawState) that unchanged resources answer with.
+    `organization` is what pulumi.get_organization() returns: "organization", the name a self-managed (local or
+    bucket) backend gives every stack, which the shipped stack files' platform_stack names use.
+    `offline_plan` marks the run as the offline plan (OFFLINE_PLAN_ENV): the program then renders the shipped
+    placeholders and lists them instead of refusing them; tests pass False to see what a real preview does.
     """
     recording = Recording()
     logger = logging.getLogger(f"verl-ack.offline.{stack}")
@@ -282,16 +289,23 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    previous_flag = os.environ.pop(OFFLINE_PLAN_ENV, None)
+    if offline_plan:
+        os.environ[OFFLINE_PLAN_ENV] = "1"
     pulumi.runtime.set_all_config(config, secret_keys)
     # A placeholder root keeps set_mocks from creating its own Stack; run_in_stack then creates the one
     # real Stack, exactly as the Pulumi language host does, and registers the exports on it.
     psettings.ROOT.set(object())  # type: ignore[arg-type]
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, logger=logger, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, logger=logger, monitor=monitor,
+                             organization=organization)
     psettings.ROOT.set(None)
     try:
         loop.run_until_complete(pulumi.runtime.stack.run_in_stack(
             lambda: runpy.run_path(str(program), run_name="__main__")))
     finally:
+        os.environ.pop(OFFLINE_PLAN_ENV, None)
+        if previous_flag is not None:
+            os.environ[OFFLINE_PLAN_ENV] = previous_flag
         pulumi.runtime.set_all_config({}, [])
         # A program that failed mid-run leaves RPC tasks (and executor threads) behind; end them here, so the
         # next run in this process starts clean instead of inheriting them.

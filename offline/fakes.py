@@ -7,6 +7,8 @@ calling a new invoke; an unmocked invoke raises.
 from __future__ import annotations
 
 import hashlib
+import re
+from dataclasses import dataclass, field
 
 ACCOUNT_ID = "1234567890123456"
 FAKE_KUBECONFIG = """apiVersion: v1
@@ -71,7 +73,68 @@ def resource_outputs(type_: str, name: str, inputs: dict) -> dict:
     return {}
 
 
+@dataclass
+class FakeAccount:
+    """The account the offline plan reads (components/cloud/account_checks.py): it holds what the shipped stacks
+    and the test variants name, so they plan; a test takes something away to prove the preview refuses."""
+
+    zones: list[str] = field(default_factory=lambda: [
+        "ap-southeast-1a", "ap-southeast-1b", "ap-southeast-1c", "cn-hangzhou-h", "cn-hangzhou-i", "cn-hangzhou-j"])
+    # Instance types sell in every zone above except where listed here (type -> zones where it is sold out).
+    sold_out: dict[str, list[str]] = field(default_factory=dict)
+    dns_domains: list[str] = field(default_factory=lambda: ["example.com"])
+    # ACR Enterprise instance id -> its VPC domains.
+    acr_instances: dict[str, list[str]] = field(default_factory=lambda: {
+        "cri-devplatform00000": ["verl-ack-dev-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
+        "cri-abc123": ["team-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
+        "cri-abc": ["inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"]})
+    ram_roles: list[str] = field(default_factory=lambda: [
+        "AliyunCSDefaultRole", "AliyunCSManagedKubernetesRole", "AliyunCSManagedNetworkRole", "AliyunCSManagedCsiRole",
+        "AliyunCSManagedAutoScalerRole"])
+    buckets: list[str] = field(default_factory=lambda: ["my-existing-verl-bucket", "verl-ack-dev-data"])
+
+
+ACCOUNT = FakeAccount()
+
+
+def _matching(names: list[str], regex: str | None) -> list[str]:
+    return [n for n in names if regex is None or re.search(regex, n)]
+
+
+def _acr_instance(iid: str, vpc: list[str]) -> dict:
+    return {"id": iid, "name": f"fake-{iid}", "authorizationToken": "", "namespaceQuota": "", "namespaceUsage": "",
+            "publicEndpoints": [], "region": "fake", "repoQuota": "", "repoUsage": "", "specification": "",
+            "tags": {}, "tempUsername": "", "vpcEndpoints": vpc}
+
+
+def account_invoke(token: str, args: dict) -> dict | None:
+    """Answers of the account-check reads from ACCOUNT, in the result shapes of pulumi-alicloud 4.0.0."""
+    a = ACCOUNT
+    if token == "alicloud:index/getZones:getZones":
+        kind = args.get("availableInstanceType")
+        ids = [z for z in a.zones if z not in a.sold_out.get(kind, [])] if kind else list(a.zones)
+        return {"id": "fake-zones", "ids": ids, "zones": []}
+    if token == "alicloud:dns/getAlidnsDomains:getAlidnsDomains":
+        names = _matching(a.dns_domains, args.get("domainNameRegex"))
+        return {"id": "fake-domains", "ids": names, "names": names, "domains": []}
+    if token == "alicloud:cs/getRegistryEnterpriseInstances:getRegistryEnterpriseInstances":
+        wanted = args.get("ids") or list(a.acr_instances)
+        found = [i for i in wanted if i in a.acr_instances]
+        return {"id": "fake-acr", "ids": found, "names": [f"fake-{i}" for i in found],
+                "instances": [_acr_instance(i, a.acr_instances[i]) for i in found]}
+    if token == "alicloud:ram/getRoles:getRoles":
+        names = _matching(a.ram_roles, args.get("nameRegex"))
+        return {"id": "fake-roles", "ids": names, "names": names, "roles": []}
+    if token == "alicloud:oss/getBuckets:getBuckets":
+        names = _matching(a.buckets, args.get("nameRegex"))
+        return {"id": "fake-buckets", "names": names, "buckets": []}
+    return None
+
+
 def invoke(token: str, args: dict) -> dict:
+    answer = account_invoke(token, args)
+    if answer is not None:
+        return answer
     if token == "alicloud:cs/getClusterCredential:getClusterCredential":
         return {
             "id": args.get("clusterId", "cfake"),

@@ -168,19 +168,23 @@ def test_inputs_that_used_to_crash_the_plan_exit_2_with_the_field(tmp_path, caps
     assert f"  - {field}: " in err
 
 
-def test_an_unquoted_date_in_the_stack_file_is_accepted_as_its_iso_text(tmp_path):
+def test_an_unquoted_date_in_the_stack_file_is_refused_with_the_quoted_form_and_a_quoted_one_plans(tmp_path, capsys):
+    # The Pulumi CLI's YAML reader (yaml.v3) turns an unquoted date into a timestamp; quoted it is the date's text.
     doc = _dev_doc()
     doc["config"]["verl-ack:settings"]["cost"] = {"prices_taken_on": datetime.date(2025, 1, 31)}
+    text = yaml.safe_dump(doc)
+    assert "prices_taken_on: 2025-01-31\n" in text
+    err = _refused(tmp_path, capsys, text.encode())
+    assert '  - cost.prices_taken_on: 2025-01-31 is unquoted' in err and 'quote it: "2025-01-31"' in err
     path = tmp_path / "Pulumi.dated.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    assert "prices_taken_on: 2025-01-31\n" in path.read_text()  # unquoted: YAML reads it back as a date
+    path.write_text(text.replace("prices_taken_on: 2025-01-31", "prices_taken_on: '2025-01-31'"))
     assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "o")]) == 0
 
 
 def test_a_yaml_set_in_another_config_key_exits_2_naming_the_key(tmp_path, capsys):
     doc = _dev_doc()
-    doc["config"]["verl-ack:extra"] = {1, 2}
-    assert "verl-ack:extra: cannot be passed to the program" in _refused(tmp_path, capsys, yaml.safe_dump(doc).encode())
+    doc["config"]["alicloud:extra"] = {1, 2}
+    assert "alicloud:extra: cannot be passed to the program" in _refused(tmp_path, capsys, yaml.safe_dump(doc).encode())
 
 
 def test_the_verl_command_line_holds_only_words_both_shells_read_verbatim(tmp_path):

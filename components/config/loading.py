@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime
+import difflib
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.config.project import SETTINGS_KEY, STACKS_DIR
+from components.config import yamlread
+from components.config.project import CONFIG_NAMESPACES, PROJECT, SECRET_KEYS, SETTINGS_KEY, STACKS_DIR
 from components.config.root import Settings
 
 
@@ -100,11 +102,34 @@ def validate_settings(raw: dict) -> Settings:
         raise SettingsError(_pydantic_problems(err)) from None
 
 
+class StackFileNotFound(FileNotFoundError):
+    """No stack file by that name or path; the message says what to type instead."""
+
+
 def stack_file(name_or_path: str | Path) -> Path:
+    """The stack file of a stack name (stacks/Pulumi.<name>.yaml) or a path to one, as a user types either."""
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    if p.suffix in (".yaml", ".yml") or len(p.parts) > 1:
         return p
     return STACKS_DIR / f"Pulumi.{name_or_path}.yaml"
+
+
+def stack_name(path: Path) -> str:
+    """`Pulumi.dev.yaml` -> `dev`: the stack a file configures (its stem for any other name)."""
+    name = path.name
+    for suffix in (".yaml", ".yml"):
+        if name.startswith("Pulumi.") and name.endswith(suffix) and len(name) > len("Pulumi.") + len(suffix):
+            return name[len("Pulumi."):-len(suffix)]
+    return path.stem
+
+
+def missing_stack_message(name_or_path: str | Path) -> str:
+    path = stack_file(name_or_path)
+    known = sorted(stack_name(p) for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+    near = difflib.get_close_matches(stack_name(path), known, n=1)
+    hint = f"; did you mean `--stack {near[0]}`?" if near else ""
+    return (f"no stack file {path}{hint} Give a stack name (one of: {', '.join(known)}) or the path of a stack "
+            "file (stacks/Pulumi.<name>.yaml)")
 
 
 # A stack file is a few hundred values; anything far larger is an alias bomb ("billion laughs") or a mistake.
@@ -150,11 +175,14 @@ def check_document(doc: Any, where: str) -> None:
 def read_stack_config(name_or_path: str | Path) -> dict:
     """The `config:` map of a stack file (secure values stay encrypted dicts).
 
-    A file that is not UTF-8, not YAML, not a mapping, cyclic or an alias bomb raises SettingsError naming the
-    file (and line) and the fix; a missing file raises FileNotFoundError."""
+    Read as the Pulumi CLI reads it (components/config/yamlread.py): keys without a namespace are the project's,
+    as the CLI namespaces them (workspace/loaders.go stackConfigNamespacedWithProject). A file that is not
+    UTF-8, not YAML, not a mapping, cyclic or an alias bomb, holds a value the CLI would read differently, a
+    duplicate key, an unknown `verl-ack:` key or a plaintext secret raises SettingsError naming the file (and
+    line) and the fix; a missing file raises StackFileNotFound."""
     path = stack_file(name_or_path)
-    if not path.exists():
-        raise FileNotFoundError(f"no stack file {path}; stacks are stacks/Pulumi.<name>.yaml")
+    if not path.is_file():
+        raise StackFileNotFound(missing_stack_message(name_or_path))
     where = path.name
 
     def refuse(message: str, field: str = where) -> SettingsError:
@@ -167,7 +195,12 @@ def read_stack_config(name_or_path: str | Path) -> dict:
     except OSError as err:
         raise refuse(f"cannot be read ({err.strerror or err}); give a readable stack file") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yamlread.load(text)
+    except yamlread.YamlProblem as err:
+        # Named as the settings model names its fields (job.env), the line to find it in the file after it.
+        inside = err.path.removeprefix("config.").removeprefix(f"{SETTINGS_KEY}.")
+        field = inside if err.path.startswith(f"config.{SETTINGS_KEY}.") else f"{where}: {err.path or 'document'}"
+        raise refuse(f"{err.message} ({where} line {err.line})", field) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -188,12 +221,53 @@ def read_stack_config(name_or_path: str | Path) -> dict:
     bad_keys = [k for k in config if not isinstance(k, str)]
     if bad_keys:
         raise refuse(f"has the non-text key(s) {bad_keys!r}; config keys look like {SETTINGS_KEY}", f"{where}: config")
+    config = {k if ":" in k else f"{PROJECT}:{k}": v for k, v in config.items()}
+    problems = config_key_problems(config)
+    if problems:
+        raise SettingsError([Problem(field=f"{where}: {p.field}", message=p.message) for p in problems])
     return config
+
+
+# The keys of this project's namespace: the structured settings and the secret keys (Pulumi.yaml declares them).
+PROJECT_KEYS = ("settings", *SECRET_KEYS)
+
+
+def _is_encrypted(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"secure"} and isinstance(value["secure"], str)
+
+
+def config_key_problems(config: dict) -> list[Problem]:
+    """Unknown keys of this project, plaintext secrets and config namespaces no package of the program reads."""
+    problems = []
+    for key, value in config.items():
+        namespace, _, name = key.partition(":")
+        if namespace == PROJECT:
+            if name not in PROJECT_KEYS:
+                near = difflib.get_close_matches(name, PROJECT_KEYS, n=1, cutoff=0.6)
+                hint = f"did you mean {PROJECT}:{near[0]}? " if near else ""
+                problems.append(Problem(field=key, message=f"unknown config key; {hint}this project reads "
+                                        f"{SETTINGS_KEY} and the secret keys {', '.join(SECRET_KEYS)} (Pulumi.yaml)"))
+            elif name in SECRET_KEYS and not _is_encrypted(value):
+                problems.append(Problem(field=key, message="a secret written in plaintext: delete this line and run "
+                                        f"`pulumi config set --secret {name} <value>`, which stores it encrypted "
+                                        "(`secure: ...`)"))
+            elif name == "settings" and _is_encrypted(value):
+                problems.append(Problem(field=key, message="the settings are not a secret (the plan and the reviews "
+                                        "read them); write them as plain YAML and keep secrets in the secret keys"))
+        elif namespace not in CONFIG_NAMESPACES:
+            near = difflib.get_close_matches(namespace, [PROJECT, *CONFIG_NAMESPACES], n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}:{name}? " if near else ""
+            problems.append(Problem(field=key, message=f"no package of this program reads the namespace {namespace!r}; "
+                                    f"{hint}config keys are {PROJECT}:<key> or one of the packages' "
+                                    f"({', '.join(CONFIG_NAMESPACES)})"))
+    return problems
 
 
 def raw_settings(name_or_path: str | Path) -> dict:
     """The `verl-ack:settings` object of a stack file, unvalidated."""
     raw = read_stack_config(name_or_path).get(SETTINGS_KEY)
     if raw is None:
-        raise SettingsError([Problem(field=SETTINGS_KEY, message="missing: the stack file needs this structured key")])
+        raise SettingsError([Problem(field=SETTINGS_KEY, message="missing: the stack file needs this structured key "
+                                     f"under `config:` (`{SETTINGS_KEY}:` followed by the settings, indented; "
+                                     "stacks/Pulumi.dev.yaml is an example)")])
     return raw

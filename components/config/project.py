@@ -12,6 +12,9 @@ PROJECT = "verl-ack"
 SETTINGS_KEY = f"{PROJECT}:settings"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STACKS_DIR = REPO_ROOT / "stacks"
+# Config namespaces other than the project's that a stack file may use: the Pulumi engine's own and the two
+# provider packages the program runs on (requirements.txt). Any other namespace is a typo nobody reads.
+CONFIG_NAMESPACES = ("pulumi", "alicloud", "kubernetes")
 
 # Secret config keys (`pulumi config set --secret <key> ...`). They never enter the settings object, so
 # they cannot leak into a ConfigMap, a label or the plan by accident; the program reads them as secret

@@ -23,7 +23,16 @@ from components.config.project import PROJECT
 from components.config.sandbox import SandboxSettings
 from components.config.sharing import LogSettings, QueueSettings
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
-from components.config.types import EnvironmentName, RegionId, Strict, TagKey, TagValue, ZoneId
+from components.config.types import (
+    EnvironmentName,
+    RegionId,
+    Strict,
+    TagKey,
+    TagValue,
+    ZoneId,
+    zone_example,
+    zone_in_region,
+)
 
 # Images of verl's Docker Hub repository carry one rollout engine each: verlai/verl:vllmNNN.* vLLM, :sglNNN.* SGLang.
 VERL_IMAGE_ENGINE = re.compile(r"verlai/verl:(vllm|sgl)[0-9]")
@@ -32,6 +41,13 @@ SHM_DEFAULT_MAX_GIB = 64
 # A fully qualified stack name, as `pulumi.StackReference` takes it: <organization>/<project>/<stack>.
 PLATFORM_STACK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 StackKind = Literal["single", "platform", "experiment"]
+# What a credential in job.env looks like: a name that says so, or a value with a well-known token prefix
+# (Hugging Face hf_, GitHub ghp_/gho_/github_pat_, OpenAI-style sk-, Alibaba Cloud AccessKey LTAI, AWS AKIA,
+# Slack xox, GitLab glpat-, a PEM block). job.env lands in plaintext in the RayJob; secrets take secret config.
+SECRET_ENV_NAME = re.compile(r".*(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL).*",
+                             re.IGNORECASE)
+SECRET_ENV_VALUE = re.compile(r"(hf_|ghp_|gho_|github_pat_|sk-|LTAI|AKIA|xox[abp]-|glpat-)[A-Za-z0-9_-]{8,}|"
+                              r".*-----BEGIN [A-Z ]*PRIVATE KEY-----.*", re.DOTALL)
 
 
 # --------------------------------------------------------------------------------------------- root
@@ -44,7 +60,9 @@ class Settings(Strict):
         "(docs/stacks.md).")
     platform_stack: str | None = Field(
         None, description="kind=experiment only: the platform stack's fully qualified name <organization>/<project>/"
-        "<stack> (e.g. organization/verl-ack/dev-platform), read with pulumi.StackReference.")
+        "<stack> (e.g. organization/verl-ack/dev-platform), read with pulumi.StackReference. The project is verl-ack "
+        "and the organization this stack's (a self-managed backend's is `organization`); plan.py renders "
+        "stacks/Pulumi.<stack>.yaml as the platform.")
     name: EnvironmentName = Field(description="Short name of this environment; prefixes cloud resource names (e.g. verl-dev).")
     region: RegionId = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
     zones: list[ZoneId] = Field(
@@ -97,6 +115,10 @@ class Settings(Strict):
             if not PLATFORM_STACK.fullmatch(self.platform_stack):
                 raise ValueError(f"platform_stack {self.platform_stack!r} is not a fully qualified stack name: write "
                                  "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
+            if self.platform_stack.split("/")[1] != PROJECT:
+                raise ValueError(f"platform_stack {self.platform_stack!r} names the project "
+                                 f"{self.platform_stack.split('/')[1]!r}; the platform is a stack of this project: "
+                                 f"write <organization>/{PROJECT}/<stack>")
         elif self.platform_stack is not None:
             raise ValueError(f"platform_stack is read only by kind=experiment (this stack is kind={self.kind}); remove "
                              "it or set kind: experiment")
@@ -121,8 +143,11 @@ class Settings(Strict):
             raise ValueError(
                 f"gpu_pool.zone {self.gpu_pool.zone!r} is not one of zones {self.zones}; add it to zones or pick one of them")
         for z in self.zones:
-            if not z.startswith(self.region):
-                raise ValueError(f"zone {z!r} is not in region {self.region!r}; zones look like {self.region}a")
+            if not zone_in_region(z, self.region):
+                raise ValueError(f"zone {z!r} is not a zone of region {self.region!r}: its zones are the region id "
+                                 f"and one letter, like {zone_example(self.region)}")
+        if len(set(self.zones)) != len(self.zones):
+            raise ValueError(f"zones {self.zones} lists a zone twice; list each zone once")
         net = self.cluster.network
         if self.cluster.mode == "new" and net.vpc_id is None:
             for field in ("node_cidrs", "pod_cidrs"):
@@ -214,6 +239,16 @@ class Settings(Strict):
         if sb.runtime_class == "runv" and sb.dedicated_pool is None and self.cluster.mode == "new":
             raise ValueError("sandbox.runtime_class runv needs nodes running ACK Sandboxed-Container and a new "
                              "cluster has none: add sandbox.dedicated_pool with runtime_name: Sandboxed-Container.runv")
+        return self
+
+    @model_validator(mode="after")
+    def _no_secret_in_env(self) -> Settings:
+        for name, value in self.job.env.items():
+            if value and (SECRET_ENV_NAME.fullmatch(name) or SECRET_ENV_VALUE.match(value)):
+                raise ValueError(
+                    f"job.env.{name} looks like a credential, and job.env is written in plaintext into the RayJob "
+                    "(and the plan): remove it. Tokens are secret config: `pulumi config set --secret hfToken ...` "
+                    "or `modelscopeToken` (docs/settings.md lists the secret keys)")
         return self
 
     @model_validator(mode="after")

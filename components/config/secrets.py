@@ -49,11 +49,17 @@ def read_secrets(s: Settings, config: pulumi.Config | None = None) -> Secrets:
         return bool(pulumi.runtime.get_config(f"{PROJECT}:{key}"))
 
     missing = [k for k in required_secret_keys(s) if not present(k)]
-    if missing:
-        raise SettingsError([
-            Problem(field=f"{PROJECT}:{k}",
-                    message=f"required secret is not set; run `pulumi config set --secret {k} <value>`")
-            for k in missing])
+    # The engine passes the keys stored encrypted (`secure:`) as the run's secret keys
+    # (pulumi.runtime.is_config_secret, from the language host's config_secret_keys): a value set without
+    # --secret sits in plaintext in the stack file and in every copy of the repository.
+    plaintext = [k for k in SECRET_KEYS if present(k) and not pulumi.runtime.is_config_secret(f"{PROJECT}:{k}")]
+    problems = [Problem(field=f"{PROJECT}:{k}", message=f"required secret is not set; run `pulumi config set "
+                        f"--secret {k} <value>`") for k in missing]
+    problems += [Problem(field=f"{PROJECT}:{k}", message="is set in plaintext (not encrypted in the stack file): "
+                         f"run `pulumi config set --secret {k} <value>` to store it encrypted, and rotate the value: "
+                         "it has been readable by anyone with the file") for k in plaintext]
+    if problems:
+        raise SettingsError(problems)
 
     def get(key: str) -> pulumi.Output[str] | None:
         return config.require_secret(key) if present(key) else None

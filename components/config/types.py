@@ -9,6 +9,7 @@ names) admit no shell metacharacter at all, so quoting is a second line of defen
 from __future__ import annotations
 
 import datetime
+import difflib
 import ipaddress
 import math
 import re
@@ -75,8 +76,42 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 VpcId = Annotated[str, _text(r"vpc-[a-z0-9]{1,64}", "a VPC id", "copy it from the VPC console, e.g. vpc-bp1abc")]
 VSwitchId = Annotated[str, _text(r"vsw-[a-z0-9][a-z0-9-]{0,63}", "a vSwitch id",
                                  "copy it from the VPC console, e.g. vsw-bp1abc")]
-RegionId = Annotated[str, _text(r"[a-z]{2}(-[a-z]+)+(-[0-9]+)?", "an Alibaba Cloud region id",
-                                "use one like ap-southeast-1 or cn-hangzhou", max_len=32)]
+# The regions the provider knows (aliyun/terraform-provider-alicloud@ace5bcf alicloud/connectivity/regions.go
+# ValidRegions, lines 66-79; docs/facts.md "Regions and zones"). A region opened later is refused until added here.
+REGIONS = (
+    "cn-hangzhou", "cn-qingdao", "cn-beijing", "cn-shenzhen", "cn-hongkong", "cn-shanghai", "cn-zhangjiakou",
+    "cn-huhehaote", "cn-chengdu", "cn-heyuan", "cn-wulanchabu", "cn-guangzhou", "cn-nanjing", "cn-fuzhou",
+    "cn-zhongwei", "us-west-1", "us-east-1", "us-southeast-1", "na-south-1", "ap-northeast-1", "ap-northeast-2",
+    "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-5", "ap-southeast-6", "ap-southeast-7",
+    "ap-southeast-8", "ap-south-1", "me-east-1", "me-central-1", "eu-central-1", "eu-west-1", "rus-west-1",
+    "cn-north-2-gov-1", "cn-shenzhen-finance-1", "cn-szfinance", "cn-shenzhen-finance", "cn-shanghai-finance-1-pub",
+    "cn-shanghai-finance-1", "cn-hangzhou-finance", "cn-hzfinance", "cn-hzjbp", "cn-beijing-finance-1",
+    "cn-beijing-finance-1-pub")
+
+
+def zone_example(region: str) -> str:
+    """A zone id of `region` in Alibaba's two spellings: a numbered region appends the letter (ap-southeast-1a),
+    any other appends '-' and the letter (cn-hangzhou-h)."""
+    return f"{region}a" if region[-1].isdigit() else f"{region}-h"
+
+
+def zone_in_region(zone: str, region: str) -> bool:
+    """Whether `zone` is spelled as a zone of `region` (one letter after it, as zone_example); whether the
+    account's region has that zone is read at preview time (components/cloud/account_checks.py)."""
+    sep = "" if region[-1].isdigit() else "-"
+    return re.fullmatch(re.escape(region + sep) + "[a-z]", zone) is not None
+
+
+def _region(v: str) -> str:
+    if v not in REGIONS:
+        near = difflib.get_close_matches(v, REGIONS, n=1, cutoff=0.7) if v.isascii() else []
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise ValueError(f"{_show(v)} is not an Alibaba Cloud region id: {hint}use one like ap-southeast-1 or "
+                         "cn-hangzhou (the provider's list: components/config/types.py REGIONS)")
+    return v
+
+
+RegionId = Annotated[str, AfterValidator(_region)]
 ZoneId = Annotated[str, _text(r"[a-z]{2}(-[a-z0-9]+)+", "an Alibaba Cloud zone id",
                               "use one like ap-southeast-1a or cn-hangzhou-h", max_len=40)]
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components.config import Settings
+from offline.report.checklist import checklist_section
 from offline.report.cloud import cloud_section
 from offline.report.cost import cost_section
 from offline.report.latency import latency_section
@@ -24,7 +25,7 @@ from offline.report.workloads import data_section, sandbox_section
 
 BUILDERS: list[Callable[[Settings, Any], Section]] = [layout_section, cloud_section, latency_section, cost_section,
                                                       sandbox_section, data_section, training_section,
-                                                      security_section, sharing_section]
+                                                      security_section, sharing_section, checklist_section]
 
 
 def plan_sections(s: Settings, recording) -> list[Section]:

@@ -1,0 +1,134 @@
+"""Account checks at preview time: before anything is created, read the account through the provider's data
+sources and refuse a stack that cannot succeed, naming the field and the fix.
+
+Each check is an invoke (a read; `pulumi preview` runs invokes) made with the explicit provider of the stack's
+region. Checked: every zone exists in the region and is sold; an ECS GPU pool's zone sells one of its instance
+types; the sandbox's DNS zone is hosted in Alibaba Cloud DNS; the ACR Enterprise instance exists (and serves the
+registry host named); ACK's service roles are authorised; an existing bucket is this account's. What no data
+source of pulumi-alicloud 4.0.0 can read is left to the provider's own errors at `up` and listed in
+docs/uncertain-facts.md: Lingjun clusters, node groups and nodes (eflo has only get_subnets and get_vpds), image
+digests in ACR, and whether another account holds a new bucket's name.
+
+Placeholders (components/config/placeholders.py) are refused first, in a real preview only. The offline engine
+(offline/engine.py) runs the same program under Pulumi's mocks and sets VERL_ACK_OFFLINE_PLAN=1; both together
+mark an offline plan, so a stray variable in a real run cannot switch the refusal off. The invokes run offline
+too, answered by offline/fakes.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pulumi
+import pulumi_alicloud as alicloud
+from pulumi.runtime import mocks as pmocks
+from pulumi.runtime import settings as psettings
+
+from components.config import PROJECT, Problem, Settings, SettingsError
+from components.config.placeholders import placeholders
+
+OFFLINE_PLAN_ENV = "VERL_ACK_OFFLINE_PLAN"
+# ACK's quick-authorisation roles a managed cluster, its network (Terway) and storage (CSI) add-ons assume
+# (https://www.alibabacloud.com/help/en/ack/ack-managed-and-ack-dedicated/user-guide/ack-default-roles;
+# docs/facts.md "Account checks"), and the one an auto-scaling node pool needs
+# (terraform-provider-alicloud@ace5bcf website/docs/r/cs_kubernetes_node_pool.html.markdown:23).
+ACK_ROLES = ("AliyunCSDefaultRole", "AliyunCSManagedKubernetesRole", "AliyunCSManagedNetworkRole",
+             "AliyunCSManagedCsiRole")
+AUTOSCALER_ROLE = "AliyunCSManagedAutoScalerRole"
+ACK_ROLES_CONSOLE = "https://ram.console.aliyun.com/ (or the ACK console's first-use authorisation prompt)"
+
+
+def offline_plan() -> bool:
+    """Whether this run is the offline plan (the mock engine), not a real `pulumi preview` / `up`."""
+    return os.environ.get(OFFLINE_PLAN_ENV) == "1" and isinstance(psettings.get_monitor(), pmocks.MockMonitor)
+
+
+def refuse_placeholders(s: Settings) -> None:
+    """A real preview refuses every placeholder value; the offline plan lists them (plan.md checklist)."""
+    if offline_plan():
+        return
+    found = placeholders(s)
+    if found:
+        raise SettingsError([Problem(field=p.field, message=f"{p.value!r} is the shipped placeholder, not a value of "
+                                     f"your account; replace it in stacks/Pulumi.{pulumi.get_stack()}.yaml. Where "
+                                     f"the real value is: {p.where}") for p in found])
+
+
+def check_platform_organization(s: Settings) -> None:
+    """An experiment's platform_stack must be a stack of this organization: plan.py renders the platform from
+    this repository's stacks/ folder, which holds this organization's stacks."""
+    if s.platform_stack is None:
+        return
+    org = s.platform_stack.split("/")[0]
+    mine = pulumi.get_organization()
+    if mine and org != mine:
+        raise SettingsError([Problem(field="platform_stack", message=f"names the organization {org!r} but this stack "
+                                     f"runs in {mine!r}; write {mine}/{PROJECT}/{s.platform_stack.split('/')[2]} "
+                                     "(the platform is deployed from this repository's stacks/)")])
+
+
+def account_problems(s: Settings, provider: pulumi.ProviderResource) -> list[Problem]:
+    """What the account says against the settings; one invoke per question, all read-only."""
+    opts = pulumi.InvokeOptions(provider=provider)
+    problems: list[Problem] = []
+    sold = set(alicloud.get_zones(opts=opts).ids or [])
+    for i, zone in enumerate(s.zones):
+        if zone not in sold:
+            problems.append(Problem(field=f"zones[{i}]", message=f"{zone} is not a zone the account can use in "
+                                    f"{s.region} (the region's zones: {', '.join(sorted(sold)) or 'none'}); pick one "
+                                    "of them"))
+    ecs = s.gpu_pool.ecs
+    if s.gpu_pool.kind == "ecs" and ecs is not None and s.owns_gpu_pool():
+        selling = [t for t in ecs.instance_types if s.gpu_pool.zone in set(alicloud.get_zones(
+            available_instance_type=t, available_resource_creation="Instance", opts=opts).ids or [])]
+        if not selling:
+            problems.append(Problem(field="gpu_pool.ecs.instance_types", message=f"none of {ecs.instance_types} is "
+                                    f"sold in gpu_pool.zone {s.gpu_pool.zone} now (alicloud.get_zones); pick a zone "
+                                    "that sells one (ECS console > instance types by zone) or add a type it sells"))
+    if s.kind != "experiment" and s.sandbox.domain and s.sandbox.dns_zone:
+        zone = s.sandbox.dns_zone
+        hosted = alicloud.dns.get_alidns_domains(domain_name_regex=f"^{re.escape(zone)}$", opts=opts).names
+        if zone not in set(hosted or []):
+            problems.append(Problem(field="sandbox.dns_zone", message=f"{zone} is not a domain of this account's "
+                                    "Alibaba Cloud DNS, so its record for sandbox.domain cannot be created: add the "
+                                    "domain in the Alidns console (and point its NS records there) or use "
+                                    "sandbox.manager: open-source, which needs no domain"))
+    img = s.image
+    if s.kind != "experiment" and img.source == "built" and img.registry == "enterprise" and img.enterprise_instance_id:
+        found = alicloud.cs.get_registry_enterprise_instances(ids=[img.enterprise_instance_id], opts=opts).instances
+        match = [i for i in found or [] if i.id == img.enterprise_instance_id]
+        if not match:
+            problems.append(Problem(field="image.enterprise_instance_id", message=f"{img.enterprise_instance_id} is "
+                                    f"not an ACR Enterprise Edition instance of this account in {s.region}; copy the "
+                                    "id from the ACR console > Instances"))
+        elif img.registry_host and img.registry_host not in set(match[0].vpc_endpoints or []) | set(
+                match[0].public_endpoints or []):
+            problems.append(Problem(field="image.registry_host", message=f"{img.registry_host} is not a domain of "
+                                    f"instance {img.enterprise_instance_id} (its VPC domains: "
+                                    f"{', '.join(match[0].vpc_endpoints or []) or 'none'}); use its VPC domain"))
+    # ECS GPU pools are always auto-scaled (components/cloud/nodepools.py ecs_scaling_config).
+    needed = [*(ACK_ROLES if s.kind != "experiment" and s.cluster.mode == "new" else ()),
+              *((AUTOSCALER_ROLE,) if s.gpu_pool.kind == "ecs" and s.owns_gpu_pool() else ())]
+    if needed:
+        have = set(alicloud.ram.get_roles(name_regex="^AliyunCS", opts=opts).names or [])
+        missing = [r for r in needed if r not in have]
+        if missing:
+            problems.append(Problem(field="cluster", message=f"ACK's service roles {', '.join(missing)} are not "
+                                    "authorised in this account, so ACK cannot create the cluster: authorise them "
+                                    f"once with the account owner ({ACK_ROLES_CONSOLE}; docs/real-cloud.md)"))
+    if s.kind != "experiment" and s.storage.mode == "existing":
+        name = s.storage.bucket_name
+        if name not in set(alicloud.oss.get_buckets(name_regex=f"^{re.escape(name)}$", opts=opts).names or []):
+            problems.append(Problem(field="storage.bucket_name", message=f"storage.mode is existing but {name} is not "
+                                    "a bucket of this account; create it first or use storage.mode: new"))
+    return problems
+
+
+def check_account(s: Settings, provider: pulumi.ProviderResource) -> None:
+    """Refuse placeholders (real preview only), then what the account says cannot work; every problem at once."""
+    refuse_placeholders(s)
+    check_platform_organization(s)
+    problems = account_problems(s, provider)
+    if problems:
+        raise SettingsError(problems)
