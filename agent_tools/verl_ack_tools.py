@@ -280,9 +280,18 @@ STATS = ToolStats()
 
 
 # --------------------------------------------------------------------------------------------- tools
+def score_final_answer(answer: str, ground_truth: str) -> float:
+    """What the final reward gives a response that ends `#### <answer>`: verl's own gsm8k scorer on exactly that
+    text ("strict": the number right after `#### `, `-` and digits with `.`/`,`, commas dropped, compared as a
+    string). No extraction of our own: "$18", "= 18" and " 18" score 0 here because `#### $18`, `#### = 18` and
+    `####  18` score 0 there; "18 dollars" scores 1 in both. The default reward (`default_compute_score` for
+    `openai/gsm8k`) calls the same function with the same defaults."""
+    return float(gsm8k.compute_score(f"#### {answer}", ground_truth, method="strict", format_score=0.0, score=1.0))
+
+
 class Gsm8kRewardTool(BaseTool):
-    """`calc_gsm8k_reward(answer)`: scores an answer against the row's ground truth the way the final reward
-    will. The ground truth arrives per trajectory through the dataset's
+    """`calc_gsm8k_reward(answer)`: scores an answer against the row's ground truth exactly as the final reward
+    scores a response ending `#### <answer>` (score_final_answer). The ground truth arrives per trajectory through the dataset's
     `extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs.ground_truth`."""
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema):
@@ -299,18 +308,13 @@ class Gsm8kRewardTool(BaseTool):
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs) -> tuple[ToolResponse, float, dict]:
         started = time.monotonic()
-        answer = str(parameters.get("answer", "")).strip()
+        # Not stripped: "####  18" (two spaces) fails the final reward, so " 18" must fail here too.
+        answer = str(parameters.get("answer", ""))
         ground_truth = self._instances.get(instance_id, {}).get("ground_truth")
         if ground_truth is None:
             STATS.record(self.name, "unscored", time.monotonic() - started)
             return ToolResponse(text="No ground truth is known for this question; the answer was not scored."), 0.0, {}
-        # The last number in the answer (verl's "flexible" extraction, as the removed Gsm8kTool did), then
-        # scored by the final reward's own rule: default_compute_score uses the "strict" method, which drops
-        # "," and "$" from the number after "#### " and compares strings. So "2,000" scores like "2000", and
-        # "2000.0" fails here exactly as it would fail in the final answer.
-        number = gsm8k.extract_solution(answer, method="flexible")
-        reward = 0.0 if number is None else float(
-            gsm8k.compute_score(f"#### {number}", ground_truth, method="strict", format_score=0.0, score=1.0))
+        reward = score_final_answer(answer, ground_truth)
         STATS.record(self.name, "correct" if reward > 0 else "wrong", time.monotonic() - started)
         tool_reward = 0.0 if reward > 0 else WRONG_ANSWER_PENALTY
         return ToolResponse(text=f"Current parsed answer={answer!r} reward={reward}"), tool_reward, {"reward": reward}
