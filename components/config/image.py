@@ -72,10 +72,13 @@ class VersionSettings(Strict):
     code_interpreter_image: ImageRef = Field(
         "acs-image-test-01-registry.cn-hangzhou.cr.aliyuncs.com/e2b/code-interpreter:v1.6",
         description="Code-interpreter sandbox image (the tutorial's).")
-    sandbox_manager_image: ImageRef = Field(
-        "openkruise/sandbox-manager:v0.3.0",
-        description="Open-source sandbox manager image. It MUST be built with MCP support (unmerged PR "
-        "openkruise/agents#165, commit 136236a8): the released images have no --mcp-enabled flag and exit on it.")
+    sandbox_manager_image: Optional[ImageRef] = Field(
+        None,
+        description="Open-source sandbox manager image (sandbox.manager: open-source only), built with MCP support from "
+        "the unmerged PR openkruise/agents#165 (commit 136236a8, dockerfiles/sandbox-manager.Dockerfile) and pushed to "
+        "your registry. Empty = none: no published image serves MCP, so manager open-source refuses an empty value "
+        "and any released openkruise/sandbox-manager image (v0.3.0 and master define no --mcp-* flag; pflag exits on "
+        "it and the manager crash-loops).")
     sandbox_chart_repo: HttpsUrl = Field(
         "https://openkruise.github.io/charts/", description="Helm repository of the open-source agent-sandbox charts.")
     sandbox_controller_chart: Dns1123Label = Field(

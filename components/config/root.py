@@ -20,7 +20,7 @@ from components.config.cloud import (
 from components.config.estimates import CostSettings, LatencySettings
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
-from components.config.sandbox import SandboxSettings
+from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
 from components.config.types import EnvironmentName, RegionId, Strict, TagKey, TagValue, ZoneId
 
@@ -214,6 +214,15 @@ class Settings(Strict):
                 f"training.rollout_engine {engine} does not run on versions.verl_image {self.versions.verl_image}, "
                 f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl "
                 "image (vllmNNN.* or sglNNN.*) or change the engine")
+        return self
+
+    @model_validator(mode="after")
+    def _sandbox_manager_image(self) -> Settings:
+        """The open-source manager is started with the MCP flags of PR #165: refuse an image that lacks them."""
+        if self.sandbox.enabled and self.sandbox.manager == "open-source":
+            problem = manager_image_problem(self.versions.sandbox_manager_image)
+            if problem:
+                raise ValueError(problem)
         return self
 
     def warnings(self) -> list[tuple[str, str]]:

@@ -48,6 +48,15 @@ DEFAULT_MANAGER_SELECTORS: dict[str, dict[str, str]] = {
     "open-source": {"app.kubernetes.io/name": "sandbox-manager", "component": "sandbox-manager"},
 }
 
+# Pod labels of the sandbox gateway (the E2B data plane; see SandboxSettings.gateway_selector): upstream's
+# `sandbox-gateway.selectorLabels` without the release-named `app.kubernetes.io/instance` (openkruise/charts
+# kruise-agents-sandbox-manager 0.6.0 templates/_helpers.tpl; openkruise/agents config/sandbox-gateway). The
+# open-source path deploys no gateway, so it admits none.
+DEFAULT_GATEWAY_SELECTORS: dict[str, dict[str, str]] = {
+    "ack-addon": {"app.kubernetes.io/name": "sandbox-gateway"},
+    "open-source": {},
+}
+
 # Ranges sandboxes may never reach, even with allow_internet. 100.100.100.200 is the ECS instance metadata service
 # (it hands out the node's RAM role credentials); link-local covers other node-local endpoints; the private and
 # shared (100.64/10, Alibaba Cloud internal services) ranges cover the VPC, peered networks and cloud-internal
@@ -140,6 +149,24 @@ def pool_size(s: Settings) -> PoolSize:
 # --------------------------------------------------------------------------------------------- labels
 def manager_selector(s: Settings) -> dict[str, str]:
     return dict(s.sandbox.manager_selector or DEFAULT_MANAGER_SELECTORS[s.sandbox.manager])
+
+
+def gateway_selector(s: Settings) -> dict[str, str]:
+    """The gateway's pod labels ({} = no gateway peer)."""
+    sel = s.sandbox.gateway_selector
+    return dict(DEFAULT_GATEWAY_SELECTORS[s.sandbox.manager] if sel is None else sel)
+
+
+def sandbox_peers(s: Settings) -> list[dict]:
+    """The pods that must reach the sandboxes, as NetworkPolicy peers of the sandbox namespace: the manager
+    (envd init on claim, MCP run_code_once's /execute on 49999) and, where one runs, the gateway, whose envoy
+    routes E2B SDK traffic (`<port>-<id>.<domain>`) to the sandbox pod's IP (`original_dst_cluster`, chart
+    0.6.0 templates/_gateway-helpers.tpl), on any port the SDK names, so no port is restricted."""
+    peers = [{"podSelector": {"matchLabels": manager_selector(s)}}]
+    gateway = gateway_selector(s)
+    if gateway and gateway != manager_selector(s):
+        peers.append({"podSelector": {"matchLabels": gateway}})
+    return peers
 
 
 def sandbox_labels(s: Settings) -> dict[str, str]:
@@ -296,8 +323,8 @@ def network_policy_manifest(s: Settings) -> dict:
         "spec": {
             "podSelector": {"matchLabels": sandbox_labels(s)},
             "policyTypes": ["Ingress", "Egress"],
-            # Only the sandbox manager talks to sandboxes (envd init, /execute from MCP, the E2B proxy).
-            "ingress": [{"from": [{"podSelector": {"matchLabels": manager_selector(s)}}]}],
+            # Only the sandbox manager and the gateway talk to sandboxes (sandbox_peers).
+            "ingress": [{"from": sandbox_peers(s)}],
             "egress": egress,
         },
     }
