@@ -17,6 +17,8 @@ errors and latencies themselves (`ToolStats`); the tool reward reaches the traje
 
 This file is mounted into every Ray pod from the job's ConfigMap and put on PYTHONPATH, so the class names in
 the tool config (`verl_ack_tools.<Class>`) import in the driver, the dataset loader and every agent-loop worker.
+Longer than 500 lines because it is that one file: the ConfigMap ships it alone, and the job's entrypoint runs it
+as a script (`--close-runs`), so its parts cannot import siblings.
 """
 
 from __future__ import annotations

@@ -229,6 +229,10 @@ class Settings(Strict):
         """(field, message) for what validation cannot decide: defaults no public source confirms, and facts about
         the user's cloud account the program cannot read. The Pulumi program prints them (pulumi.log.warn)."""
         out = list(self.versions.unverified())
+        if self.sandbox.enabled and not self.versions.code_interpreter_image_digest:
+            out.append(("versions.code_interpreter_image_digest", f"the sandbox image {self.versions.code_interpreter_image} "
+                        "is pulled by tag, not pinned: a re-pushed tag changes what every warm sandbox runs. Set the "
+                        "digest (`docker buildx imagetools inspect <image>`) in the stack"))
         img = self.image
         # An experiment pulls the image its platform exports; its own registry settings are not used.
         if img.source == "built" and img.registry == "personal" and img.credential_helper and self.kind != "experiment":

@@ -22,7 +22,6 @@ from components.config.types import (
     UrlPath,
 )
 
-
 # --------------------------------------------------------------------------------------------- sandbox
 # Released open-source manager images: built from openkruise/agents without the MCP server of the unmerged PR
 # openkruise/agents#165. cmd/sandbox-manager/main.go defines no --mcp-* flag at v0.3.0 (a4e640d2) nor at master

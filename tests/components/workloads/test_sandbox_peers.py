@@ -94,3 +94,31 @@ def test_the_open_source_path_deploys_no_gateway_so_only_its_manager_is_admitted
 ])
 def test_the_gateway_labels_are_a_setting_for_builds_that_label_it_otherwise(selector, expected):
     assert peers(settings("dev", {"sandbox": {"gateway_selector": selector}})) == expected
+
+
+# --------------------------------------------------------------------------------------------- sandbox image
+def sandbox_image(s) -> str:
+    (box,) = sb.sandbox_pod_template(s)["spec"]["containers"]
+    return box["image"]
+
+
+def test_the_sandbox_image_comes_from_the_registry_upstream_runs_not_the_tutorials_test_registry():
+    s = settings("dev")
+    assert sandbox_image(s) == "registry-ap-southeast-1.ack.aliyuncs.com/acs/code-interpreter:v1.6"
+    assert "acs-image-test" not in sandbox_image(s)
+
+
+def test_a_pinned_sandbox_digest_is_what_every_warm_sandbox_pulls_and_an_unpinned_one_is_warned():
+    digest = "sha256:" + "b" * 64
+    pinned = settings("dev", {"versions": {"code_interpreter_image_digest": digest}})
+    assert sandbox_image(pinned) == f"registry-ap-southeast-1.ack.aliyuncs.com/acs/code-interpreter:v1.6@{digest}"
+    assert "versions.code_interpreter_image_digest" not in dict(pinned.warnings())
+    assert "pulled by tag" in dict(settings("dev").warnings())["versions.code_interpreter_image_digest"]
+
+
+def test_a_sandbox_digest_given_twice_is_refused():
+    digest = "sha256:" + "c" * 64
+    with pytest.raises(SettingsError) as info:
+        settings("dev", {"versions": {"code_interpreter_image": f"e2bdev/code-interpreter:v1.6@{digest}",
+                                      "code_interpreter_image_digest": digest}})
+    assert any("give the digest once" in str(p) for p in info.value.problems)
