@@ -17,6 +17,8 @@ errors and latencies themselves (`ToolStats`); the tool reward reaches the traje
 
 This file is mounted into every Ray pod from the job's ConfigMap and put on PYTHONPATH, so the class names in
 the tool config (`verl_ack_tools.<Class>`) import in the driver, the dataset loader and every agent-loop worker.
+Longer than 500 lines because it is that one file: the ConfigMap ships it alone, and the job's entrypoint runs it
+as a script (`--close-runs`), so its parts cannot import siblings.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -39,6 +42,35 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.reward_score import gsm8k
 
 logger = logging.getLogger("verl_ack_tools")
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (Ray forwards a worker's stderr to the driver log)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def _own_logging() -> None:
+    """INFO lines of the tools appear whatever the root logger says: `import verl` runs
+    `logging.basicConfig(level=WARNING)` (verl/__init__.py, set_basic_config), which would drop every healthy
+    interval's INFO line. The logger gets its own level and stderr handler (verl's format) and does not
+    propagate, so a line is printed once. Idempotent: the module may be imported again in one process."""
+    if not any(getattr(h, "verl_ack", False) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.verl_ack = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter("%(levelname)s:%(asctime)s:%(name)s:%(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+_own_logging()
 
 # A call whose answer does not match the ground truth costs this much tool reward (the value of verl's
 # removed Gsm8kTool). verl_ack_reward.compute_score adds the tool rewards to the trajectory's reward, so
@@ -163,7 +195,7 @@ class ToolStats:
             self.parent_run = config.get("mlflow_parent_run")
 
     def record(self, tool: str, outcome: str, seconds: float, error: Optional[BaseException | str] = None) -> None:
-        kind = (type(error).__name__ if isinstance(error, BaseException) else "isError") if error is not None else None
+        kind = (failure_kind(error) if isinstance(error, BaseException) else "isError") if error is not None else None
         with self._lock:
             totals = self._totals.setdefault(tool, Counter())
             totals["calls"] += 1
@@ -279,10 +311,67 @@ class _MlflowSink:
 STATS = ToolStats()
 
 
+def close_job_runs(uri: str, experiment: str, parent_run: str, status: str = "KILLED") -> list[str]:
+    """Marks the tool runs of this job that are still RUNNING as `status`, and returns their ids.
+
+    A tools run is closed by the worker's atexit only when the process ends normally; Ray kills the agent-loop
+    actors at the end of the job (and a failed node takes them with it), so without this every
+    `<experiment>-tools-<host>-<pid>` run stays RUNNING forever. Run it from a process that outlives verl (the
+    job's entrypoint, after `main_ppo` returns: `python3 verl_ack_tools.py --close-runs <tool config>`). The
+    job's runs are the agent-tools runs nested under the newest trainer run named `parent_run`; what they lost is
+    at most the last interval (`metrics.interval_seconds`), since every interval is sent as it ends."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    trainer = client.search_runs([exp.experiment_id], filter_string=f"attributes.run_name = '{parent_run}'",
+                                 order_by=["attributes.start_time DESC"], max_results=1)
+    if not trainer:
+        return []
+    parent_id = trainer[0].info.run_id
+    running = client.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=5000)
+    closed = [r.info.run_id for r in running
+              if r.data.tags.get("verl_ack.role") == "agent-tools" and r.data.tags.get("mlflow.parentRunId") == parent_id]
+    for run_id in closed:
+        client.set_terminated(run_id, status=status)
+    return closed
+
+
+def _close_runs_main(tool_config_path: str) -> int:
+    """`--close-runs <tool config>`: close_job_runs for the experiment and trainer run that config names."""
+    import yaml
+
+    with open(tool_config_path, encoding="utf-8") as f:
+        tools = yaml.safe_load(f).get("tools") or []
+    metrics = next((t["config"]["metrics"] for t in tools if (t.get("config") or {}).get("metrics")), {})
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri or not metrics.get("mlflow_experiment") or not metrics.get("mlflow_parent_run"):
+        print("verl_ack_tools: no MLflow tracking configured; no tool runs to close", file=sys.stderr)
+        return 0
+    try:
+        closed = close_job_runs(uri, metrics["mlflow_experiment"], metrics["mlflow_parent_run"])
+    except Exception as e:  # the job's own result decides the exit status, not this bookkeeping
+        print(f"verl_ack_tools: could not close the tool runs ({type(e).__name__}: {e})", file=sys.stderr)
+        return 0
+    print(f"verl_ack_tools: marked {len(closed)} tool run(s) KILLED: {', '.join(closed) or '-'}", file=sys.stderr)
+    return 0
+
+
 # --------------------------------------------------------------------------------------------- tools
+def score_final_answer(answer: str, ground_truth: str) -> float:
+    """What the final reward gives a response that ends `#### <answer>`: verl's own gsm8k scorer on exactly that
+    text ("strict": the number right after `#### `, `-` and digits with `.`/`,`, commas dropped, compared as a
+    string). No extraction of our own: "$18", "= 18" and " 18" score 0 here because `#### $18`, `#### = 18` and
+    `####  18` score 0 there; "18 dollars" scores 1 in both. The default reward (`default_compute_score` for
+    `openai/gsm8k`) calls the same function with the same defaults."""
+    return float(gsm8k.compute_score(f"#### {answer}", ground_truth, method="strict", format_score=0.0, score=1.0))
+
+
 class Gsm8kRewardTool(BaseTool):
-    """`calc_gsm8k_reward(answer)`: scores an answer against the row's ground truth the way the final reward
-    will. The ground truth arrives per trajectory through the dataset's
+    """`calc_gsm8k_reward(answer)`: scores an answer against the row's ground truth exactly as the final reward
+    scores a response ending `#### <answer>` (score_final_answer). The ground truth arrives per trajectory through the dataset's
     `extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs.ground_truth`."""
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema):
@@ -299,24 +388,42 @@ class Gsm8kRewardTool(BaseTool):
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs) -> tuple[ToolResponse, float, dict]:
         started = time.monotonic()
-        answer = str(parameters.get("answer", "")).strip()
+        # Not stripped: "####  18" (two spaces) fails the final reward, so " 18" must fail here too.
+        answer = str(parameters.get("answer", ""))
         ground_truth = self._instances.get(instance_id, {}).get("ground_truth")
         if ground_truth is None:
             STATS.record(self.name, "unscored", time.monotonic() - started)
             return ToolResponse(text="No ground truth is known for this question; the answer was not scored."), 0.0, {}
-        # The last number in the answer (verl's "flexible" extraction, as the removed Gsm8kTool did), then
-        # scored by the final reward's own rule: default_compute_score uses the "strict" method, which drops
-        # "," and "$" from the number after "#### " and compares strings. So "2,000" scores like "2000", and
-        # "2000.0" fails here exactly as it would fail in the final answer.
-        number = gsm8k.extract_solution(answer, method="flexible")
-        reward = 0.0 if number is None else float(
-            gsm8k.compute_score(f"#### {number}", ground_truth, method="strict", format_score=0.0, score=1.0))
+        reward = score_final_answer(answer, ground_truth)
         STATS.record(self.name, "correct" if reward > 0 else "wrong", time.monotonic() - started)
         tool_reward = 0.0 if reward > 0 else WRONG_ANSWER_PENALTY
         return ToolResponse(text=f"Current parsed answer={answer!r} reward={reward}"), tool_reward, {"reward": reward}
 
     async def release(self, instance_id: str, **kwargs) -> None:
         self._instances.pop(instance_id, None)
+
+
+# What fastmcp 2.14.7 / mcp 1.30.0 raise on this path, by message (the exception types alone do not tell an outage
+# from a server whose result no longer matches its schema: both are RuntimeError). Observed with a real fastmcp
+# client against a stopped, a hanging and a mismatching server (docs/facts.md, "Tool error kinds").
+_KINDS = (
+    ("RuntimeError", "Client failed to connect", "unreachable"),      # refused, DNS, or the handshake timed out
+    ("McpError", "Timed out while waiting for response", "timeout"),  # the call outlived the client's timeout
+    ("RuntimeError", "Invalid structured content returned by tool", "schema_mismatch"),
+    ("RuntimeError", "has an output schema but did not return structured content", "schema_mismatch"),
+    ("RuntimeError", "Invalid schema for tool", "schema_mismatch"),
+    ("HTTPStatusError", "401", "auth"),
+    ("HTTPStatusError", "403", "auth"),
+)
+
+
+def failure_kind(e: BaseException) -> str:
+    """`<exception type>/<what it means>` for the log line, e.g. `RuntimeError/unreachable` (an outage) versus
+    `RuntimeError/schema_mismatch` (the manager's result no longer matches its declared output schema); the bare
+    type name when the message is not one of the known ones."""
+    name, text = type(e).__name__, str(e)
+    meaning = next((m for t, needle, m in _KINDS if t == name and needle in text), None)
+    return f"{name}/{meaning}" if meaning else name
 
 
 def _root_cause(e: Exception) -> Exception:
@@ -396,3 +503,9 @@ class SandboxCodeTool(BaseTool):
         else:
             STATS.record(self.name, "code_error" if raised else "ok", seconds)
         return ToolResponse(text=clip_text(text, self._max_chars)), 0.0, {"mcp_error": is_error}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--close-runs":
+        sys.exit("usage: python3 verl_ack_tools.py --close-runs <tool config yaml>")
+    sys.exit(_close_runs_main(sys.argv[2]))

@@ -22,7 +22,8 @@ VARIANTS = {
     "certificate by id": ("dev", {"sandbox": {"tls": {"source": "certificate_id", "certificate_id": "12345678"}}}),
     "domain without a DNS zone": ("dev", {"sandbox": {"dns_zone": None}}),
     "open-source sandbox manager": ("dev", {"sandbox": {"manager": "open-source", "domain": None, "dns_zone": None,
-                                                        "mcp_port": 8082}}),
+                                                        "mcp_port": 8082},
+                                            "versions": {"sandbox_manager_image": "registry.example.com/a/sm:pr165"}}),
     "no sandboxes": ("existing-ecs", {"sandbox": {"enabled": False}}),
     "no tracking": ("dev", {"tracking": {"enabled": False}, "training": {"logger": ["console"]}}),
     "ECS GPU pool in a new cluster": ("dev", {"gpu_pool": {

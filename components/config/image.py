@@ -70,12 +70,23 @@ class VersionSettings(Strict):
     sandbox_runtime_image: ImageRef = Field(
         "registry-cn-hangzhou.ack.aliyuncs.com/acs/agent-runtime:v0.0.1", description="Sandbox runtime (envd) init image.")
     code_interpreter_image: ImageRef = Field(
-        "acs-image-test-01-registry.cn-hangzhou.cr.aliyuncs.com/e2b/code-interpreter:v1.6",
-        description="Code-interpreter sandbox image (the tutorial's).")
-    sandbox_manager_image: ImageRef = Field(
-        "openkruise/sandbox-manager:v0.3.0",
-        description="Open-source sandbox manager image. It MUST be built with MCP support (unmerged PR "
-        "openkruise/agents#165, commit 136236a8): the released images have no --mcp-enabled flag and exit on it.")
+        "registry-ap-southeast-1.ack.aliyuncs.com/acs/code-interpreter:v1.6",
+        description="Code-interpreter sandbox image: the one openkruise/agents' own e2e workflows and examples run "
+        "(openkruise/agents@0b72c83a .github/workflows/e2e-e2b-latest.yaml, examples/claude-code), on ACK's public "
+        "registry, not the tutorial's test registry (acs-image-test-01-registry.cn-hangzhou). Mirror it into your "
+        "in-region registry (ACR, VPC endpoint) for regions far from ap-southeast-1 and set this to the mirror.")
+    code_interpreter_image_digest: Optional[ImageDigest] = Field(
+        None, description="Digest (sha256:...) of code_interpreter_image; the sandbox pods then pull "
+        "repository:tag@digest, so a re-pushed tag cannot change what every warm sandbox runs. Empty = pull by tag: "
+        "no public source states this image's digest (the plan warns); copy it from `docker buildx imagetools "
+        "inspect <image>` or your mirror's console.")
+    sandbox_manager_image: Optional[ImageRef] = Field(
+        None,
+        description="Open-source sandbox manager image (sandbox.manager: open-source only), built with MCP support from "
+        "the unmerged PR openkruise/agents#165 (commit 136236a8, dockerfiles/sandbox-manager.Dockerfile) and pushed to "
+        "your registry. Empty = none: no published image serves MCP, so manager open-source refuses an empty value "
+        "and any released openkruise/sandbox-manager image (v0.3.0 and master define no --mcp-* flag; pflag exits on "
+        "it and the manager crash-loops).")
     sandbox_chart_repo: HttpsUrl = Field(
         "https://openkruise.github.io/charts/", description="Helm repository of the open-source agent-sandbox charts.")
     sandbox_controller_chart: Dns1123Label = Field(
@@ -143,6 +154,9 @@ class VersionSettings(Strict):
 
     @model_validator(mode="after")
     def _digest_of_this_image(self) -> VersionSettings:
+        if self.code_interpreter_image_digest and "@" in self.code_interpreter_image:
+            raise ValueError(f"versions.code_interpreter_image {self.code_interpreter_image} already carries a digest "
+                             "and code_interpreter_image_digest is set too; give the digest once")
         if self.verl_image_digest and "@" in self.verl_image:
             raise ValueError(f"versions.verl_image {self.verl_image} already carries a digest and verl_image_digest is "
                              "set too; give the digest once, in verl_image_digest")
@@ -155,6 +169,12 @@ class VersionSettings(Strict):
                 f"verl_image_digest to the new image's digest (`docker buildx imagetools inspect {self.verl_image}`) or "
                 "to null to pull by tag")
         return self
+
+    def code_interpreter_image_ref(self) -> str:
+        """repository:tag@sha256:… the sandbox pods pull (repository:tag when no digest is pinned)."""
+        if self.code_interpreter_image_digest:
+            return f"{self.code_interpreter_image}@{self.code_interpreter_image_digest}"
+        return self.code_interpreter_image
 
     def verl_image_ref(self) -> str:
         """repository:tag@sha256:… the job and the pre-pull pull (repository:tag when no digest is pinned)."""

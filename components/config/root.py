@@ -20,7 +20,7 @@ from components.config.cloud import (
 from components.config.estimates import CostSettings, LatencySettings
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
-from components.config.sandbox import SandboxSettings
+from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
 from components.config.types import (
@@ -303,10 +303,23 @@ class Settings(Strict):
                                      "the namespaces experiments use")
         return self
 
+    @model_validator(mode="after")
+    def _sandbox_manager_image(self) -> Settings:
+        """The open-source manager is started with the MCP flags of PR #165: refuse an image that lacks them."""
+        if self.sandbox.enabled and self.sandbox.manager == "open-source":
+            problem = manager_image_problem(self.versions.sandbox_manager_image)
+            if problem:
+                raise ValueError(problem)
+        return self
+
     def warnings(self) -> list[tuple[str, str]]:
         """(field, message) for what validation cannot decide: defaults no public source confirms, and facts about
         the user's cloud account the program cannot read. The Pulumi program prints them (pulumi.log.warn)."""
         out = list(self.versions.unverified())
+        if self.sandbox.enabled and not self.versions.code_interpreter_image_digest:
+            out.append(("versions.code_interpreter_image_digest", f"the sandbox image {self.versions.code_interpreter_image} "
+                        "is pulled by tag, not pinned: a re-pushed tag changes what every warm sandbox runs. Set the "
+                        "digest (`docker buildx imagetools inspect <image>`) in the stack"))
         img = self.image
         # An experiment pulls the image its platform exports; its own registry settings are not used.
         if img.source == "built" and img.registry == "personal" and img.credential_helper and self.kind != "experiment":

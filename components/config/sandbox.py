@@ -22,8 +22,33 @@ from components.config.types import (
     UrlPath,
 )
 
-
 # --------------------------------------------------------------------------------------------- sandbox
+# Released open-source manager images: built from openkruise/agents without the MCP server of the unmerged PR
+# openkruise/agents#165. cmd/sandbox-manager/main.go defines no --mcp-* flag at v0.3.0 (a4e640d2) nor at master
+# (0b72c83a), and pflag.Parse on the default CommandLine (ExitOnError) exits on an unknown flag, so the manager
+# Deployment would crash-loop (docs/facts.md, "Sandbox manager and gateway").
+RELEASED_MANAGER_REPOSITORIES = ("openkruise/sandbox-manager", "docker.io/openkruise/sandbox-manager",
+                                 "registry-1.docker.io/openkruise/sandbox-manager")
+MCP_BUILD = "openkruise/agents PR #165 at 136236a8 (dockerfiles/sandbox-manager.Dockerfile)"
+
+
+def manager_image_problem(image: Optional[str]) -> Optional[str]:
+    """Why `versions.sandbox_manager_image` cannot run the open-source manager this program renders, or None."""
+    if not image:
+        return (f"sandbox.manager open-source needs versions.sandbox_manager_image: an image built from {MCP_BUILD} "
+                "and pushed to your registry (no published image serves MCP); or use sandbox.manager: ack-addon")
+    repository = image.split("@", 1)[0]
+    last = repository.rsplit("/", 1)[-1]
+    if ":" in last:
+        repository = repository[: len(repository) - len(last)] + last.split(":", 1)[0]
+    if repository in RELEASED_MANAGER_REPOSITORIES:
+        return (f"versions.sandbox_manager_image {image} is a released build without the MCP server: its "
+                "cmd/sandbox-manager/main.go defines no --mcp-enabled/--mcp-port/--mcp-session-sync-port (v0.3.0 and "
+                "master), pflag exits on the unknown flag and the manager crash-loops. Set it to an image built from "
+                f"{MCP_BUILD}, or use sandbox.manager: ack-addon")
+    return None
+
+
 class TlsSettings(Strict):
     source: Literal["upload", "certificate_id"] = Field(
         "upload", description="`upload` sends tlsCertificate/tlsPrivateKey secret config to Certificate Management; "
@@ -67,6 +92,13 @@ class SandboxSettings(Strict):
         "app.kubernetes.io/instance: release-name); open-source {app.kubernetes.io/name: sandbox-manager, "
         "component: sandbox-manager} (upstream config/sandbox-manager). Check: "
         "`kubectl -n <namespace> get pods --show-labels`.")
+    gateway_selector: Optional[dict[LabelKey, LabelValue]] = Field(
+        None, description="Pod labels of the sandbox gateway, the E2B data plane that proxies SDK traffic straight to "
+        "the sandbox pods (upstream chart kruise-agents-sandbox-manager 0.6.0 `sandbox-gateway`; ACK's "
+        "ack-sandbox-manager >= v0.6.6 makes it the data plane of new clusters). The isolation policy admits it next to "
+        "the manager. Empty (null) = the default for `manager`: ack-addon {app.kubernetes.io/name: sandbox-gateway} "
+        "(upstream's label; ACK's closed build is not published: check with `kubectl -n <namespace> get pods "
+        "--show-labels`); open-source none (this program deploys no gateway). `{}` = no gateway peer.")
     manager_replicas: int = Field(
         1, ge=1, le=10, description="Sandbox manager replicas (manager=open-source only; peers sync MCP sessions).")
     manager_cpu: CpuQuantity = Field("1", description="CPU request and limit of the open-source sandbox manager.")

@@ -12,6 +12,12 @@ from components.config import Settings
 from components.wiring import ClusterRefs, resource_kwargs
 from components.workloads.sandbox.manifests import (
     ADMIN_KEY_ITEM,
+    mcp_service_manifest,
+    network_policy_manifest,
+    pool_size,
+    sandboxset_manifest,
+)
+from components.workloads.sandbox.open_source import (
     MANAGER_CONFIG_ROLE,
     admin_key_secret_manifest,
     controller_chart_values,
@@ -19,11 +25,7 @@ from components.workloads.sandbox.manifests import (
     manager_deployment_manifest,
     manager_rbac_manifests,
     manager_service_account_manifest,
-    mcp_service_manifest,
-    network_policy_manifest,
-    pool_size,
     sandbox_namespace_manifest,
-    sandboxset_manifest,
 )
 
 

@@ -97,8 +97,10 @@ def _static_trainer_config() -> dict:
             # Required by Ulysses sequence parallelism; cheaper attention for the rest.
             "model": {"use_remove_padding": True, "enable_gradient_checkpointing": True},
             "rollout": {
-                # Greedy validation: comparable scores across runs, and no temperature rule to satisfy.
-                "val_kwargs": {"do_sample": False, "temperature": 0},
+                # Greedy validation: comparable scores across runs, and no temperature rule to satisfy. The v1
+                # agent loop reads only val_kwargs.temperature/top_p/top_k (trainer/ppo/v1/agent_loop_tq.py), so
+                # temperature 0 is what makes it greedy; val_kwargs.do_sample is read only by the legacy trainer.
+                "val_kwargs": {"temperature": 0},
             },
         },
         "trainer": {

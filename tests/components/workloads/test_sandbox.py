@@ -117,7 +117,7 @@ def test_sandbox_pod_follows_the_tutorials_runtime_wiring_with_settings_images()
     assert init["image"] == s.versions.sandbox_runtime_image
     assert init["restartPolicy"] == "Always"  # a native sidecar
     assert {"name": "ENVD_DIR", "value": "/mnt/envd"} in init["env"]
-    assert box["image"] == s.versions.code_interpreter_image
+    assert box["image"] == s.versions.code_interpreter_image_ref()
     assert box["lifecycle"]["postStart"]["exec"]["command"] == ["bash", "/mnt/envd/envd-run.sh"]
     probe = box["startupProbe"]["httpGet"]
     assert (probe["path"], probe["port"]) == ("/health", 49999)
@@ -200,7 +200,7 @@ def test_manager_selector_can_be_overridden_in_settings():
     custom = {"app.kubernetes.io/instance": "ack-sandbox-manager", "component": "sandbox-manager"}
     s = settings("dev", {"sandbox": {"manager_selector": custom}})
     assert sb.mcp_service_manifest(s)["spec"]["selector"] == custom
-    assert sb.network_policy_manifest(s)["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": custom}}]}]
+    assert sb.network_policy_manifest(s)["spec"]["ingress"][0]["from"][0] == {"podSelector": {"matchLabels": custom}}
 
 
 # --------------------------------------------------------------------------------------------- isolation
@@ -237,12 +237,13 @@ def test_without_internet_egress_is_dns_to_kube_system_only():
     assert pol["spec"]["policyTypes"] == ["Ingress", "Egress"]
 
 
-def test_network_policy_selects_exactly_the_sandbox_pods_and_admits_only_the_manager():
+def test_network_policy_selects_exactly_the_sandbox_pods_and_admits_only_the_manager_and_the_gateway():
     s = settings()
     pol = sb.network_policy_manifest(s)
     template_labels = sb.sandboxset_manifest(s)["spec"]["template"]["metadata"]["labels"]
     assert pol["spec"]["podSelector"]["matchLabels"].items() <= template_labels.items()
-    assert pol["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": sb.manager_selector(s)}}]}]
+    assert pol["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": sb.manager_selector(s)}},
+                                                {"podSelector": {"matchLabels": sb.gateway_selector(s)}}]}]
 
 
 def test_the_policy_check_itself_sees_an_open_rule():
@@ -301,7 +302,8 @@ def test_controller_chart_values_place_it_on_the_system_pool_in_the_sandbox_name
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_core_sandbox_object_validates_strictly(stack):
-    s = settings(stack, {"sandbox": {"manager": "open-source", "mcp_port": 8082, "domain": None, "dns_zone": None}})
+    s = settings(stack, {"sandbox": {"manager": "open-source", "mcp_port": 8082, "domain": None, "dns_zone": None},
+                         "versions": {"sandbox_manager_image": "registry.example.com/agents/sandbox-manager:pr165"}})
     objs = [sb.mcp_service_manifest(s), sb.network_policy_manifest(s), sb.manager_service_account_manifest(s),
             *sb.manager_rbac_manifests(s), sb.key_store_secret_manifest(s), sb.admin_key_secret_manifest(s),
             sb.manager_deployment_manifest(s)]

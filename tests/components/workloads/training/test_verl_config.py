@@ -126,7 +126,7 @@ def test_invariants_the_layout_rules_count_on_are_in_the_composed_config(tmp_pat
     assert aro.hybrid_engine is True  # verl's default; the default trainer does not read it (see below)
     assert aro.model.use_remove_padding is True
     assert cfg.trainer.resume_mode == "auto"
-    assert aro.rollout.val_kwargs.do_sample is False
+    assert aro.rollout.val_kwargs.temperature == 0  # greedy validation: the only val_kwargs sampling key v1 reads
     assert aro.actor.ppo_micro_batch_size is None and aro.rollout.log_prob_micro_batch_size is None
     assert cfg.data.tool_config_path == f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"  # the dataset counts tool tokens too
 
