@@ -86,6 +86,7 @@ class FakeAccount:
     # ACR Enterprise instance id -> its VPC domains.
     acr_instances: dict[str, list[str]] = field(default_factory=lambda: {
         "cri-devplatform00000": ["verl-ack-dev-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
+        "cri-devregistry000000": ["verl-ack-dev-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
         "cri-abc123": ["team-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
         "cri-abc": ["inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"]})
     ram_roles: list[str] = field(default_factory=lambda: [

@@ -48,16 +48,28 @@ def placeholders(s: Settings) -> list[Placeholder]:
              "machines were bought into"),
             ("gpu_pool.lingjun.eflo_node_group_id", lj.eflo_node_group_id, is_placeholder_id(lj.eflo_node_group_id),
              "the same console > the cluster's node groups: the id of the group holding the machines")]
+        found += [(f"gpu_pool.lingjun.node_ids[{i}]", v, is_placeholder_id(v),
+                   "the Lingjun console > the node group > Nodes: the node ids (e01-...), one per node")
+                  for i, v in enumerate(lj.node_ids or [])]
+        sg = getattr(lj, "security_group_id", None)
+        if sg:
+            found.append(("gpu_pool.lingjun.security_group_id", sg, is_placeholder_id(sg),
+                          "the Lingjun console > the cluster > network: the nodes' security group (sg-...)"))
+    net = s.cluster.network
     if s.cluster.mode == "existing":
         cid = s.cluster.existing_cluster_id
         found.append(("cluster.existing_cluster_id", cid, is_placeholder_id(cid),
                       "the ACK console > Clusters: the cluster id (c...)"))
-        net = s.cluster.network
-        found.append(("cluster.network.vpc_id", net.vpc_id, is_placeholder_id(net.vpc_id),
-                      "the ACK console > the cluster > Basic information: its VPC"))
+    if s.cluster.mode == "existing" or net.vpc_id:
+        # an existing cluster's network, or the Lingjun machines' own VPC a new cluster is created in
+        where = ("the ACK console > the cluster > Basic information" if s.cluster.mode == "existing"
+                 else "the VPC console: the VPC and vSwitches the Lingjun node group's machines sit in")
+        found.append(("cluster.network.vpc_id", net.vpc_id, is_placeholder_id(net.vpc_id), f"{where}: its VPC"))
         found += [(f"cluster.network.node_vswitch_ids[{i}]", v, is_placeholder_id(v),
-                   "the ACK console > the cluster > Basic information: its node vSwitches, in zones order")
-                  for i, v in enumerate(net.node_vswitch_ids)]
+                   f"{where}: its node vSwitches, in zones order") for i, v in enumerate(net.node_vswitch_ids)]
+        found += [(f"cluster.network.pod_vswitch_ids[{i}]", v, is_placeholder_id(v),
+                   f"{where}: the Terway pod vSwitches, in zones order")
+                  for i, v in enumerate(getattr(net, "pod_vswitch_ids", None) or [])]
     img = s.image
     if img.source == "built" and s.kind != "experiment":
         if img.registry == "enterprise":

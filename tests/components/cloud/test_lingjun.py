@@ -32,7 +32,7 @@ def test_with_join_console_the_pool_is_created_empty_and_the_preview_names_the_c
     pool = record("dev", over).get(POOL, "pools-gpu")
     assert "instances" not in pool.inputs
     warning = lingjun_join_warnings(settings_of("dev", over))[0]
-    assert "EMPTY" in warning and "ACK console > Clusters" in warning and "e01-cn-replaceme0001" in warning
+    assert "EMPTY" in warning and "ACK console > Clusters" in warning and "e01-cn-0000000001" in warning
 
 
 def test_lingjun_nodes_are_labelled_for_terway_exclusive_eni_mode_unless_the_stack_turns_it_off():
