@@ -14,13 +14,13 @@ config shape with `cs.get_kubernetes_addon_metadata(cluster_id, name, version).c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.addon_config import addon_config
 from components.cloud.cluster import CREATE_TIME_ADDON_ROLES
 from components.config import Settings
 from components.wiring import (
@@ -116,8 +116,9 @@ def sandbox_manager_config(s: Settings, admin_api_key) -> dict:
 
 
 def sandbox_manager_config_json(s: Settings, admin_api_key: pulumi.Input[str]) -> pulumi.Output[str]:
-    """The add-on's `config` string; Output.json_dumps keeps it a secret because the key is one."""
-    return pulumi.Output.json_dumps(sandbox_manager_config(s, admin_api_key))
+    """The add-on's `config` string as the provider's Read stores it (addon_config.py); it stays a secret because
+    the key is one."""
+    return addon_config(sandbox_manager_config(s, admin_api_key))  # type: ignore[return-value]
 
 
 @dataclass
@@ -145,7 +146,7 @@ class Addons(pulumi.ComponentResource):
                 cluster_id=args.cluster_id,
                 name=a.name,
                 version=a.version,
-                config=json.dumps(spec.config, sort_keys=True) if spec.config else None,
+                config=addon_config(spec.config) if spec.config else None,
                 opts=pulumi.ResourceOptions(
                     # Add-on pods need nodes to run on (the system pool); ACK reports an install failed when
                     # they stay Pending. Destroy then removes the add-ons before the nodes.

@@ -10,13 +10,13 @@ resource, so no `pulumi up` or `pulumi destroy` can change or delete it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.addon_config import go_json
 from components.cloud.network import NetworkRefs
 from components.config import Settings
 from components.wiring import POOL_LABEL
@@ -46,7 +46,7 @@ def create_time_addons(s: Settings) -> list[dict]:
         a = s.versions.addons[role]
         addon: dict = {"name": a.name, **({"version": a.version} if a.version else {})}
         if role == "terway":
-            addon["config"] = json.dumps(TERWAY_CONFIG, sort_keys=True)
+            addon["config"] = go_json(TERWAY_CONFIG)
         out.append(addon)
     # ACK may otherwise add its NGINX ingress controller; the sandbox domain is served by ALB.
     out.append({"name": "nginx-ingress-controller", "disabled": True})

@@ -128,8 +128,13 @@ class Ingress(pulumi.ComponentResource):
             load_balancer_edition="Standard",
             load_balancer_billing_config={"pay_type": "PayAsYouGo"},
             zone_mappings=alb_zone_mappings(s, args.network.node_vswitch_ids),
+            # Sent at create (the policy pack's cost-tags rule checks them), then left alone: the ALB Ingress
+            # controller tags an ALB it reuses (ack.aliyun.com, ingress.k8s.alibaba/*; alibaba-load-balancer-
+            # controller pkg/provider/alibaba/alb/alb.go ReuseALB) and finds it again by those tags, while the
+            # provider's Read keeps every tag but aliyun*/acs:* (terraform-provider-alicloud alicloud/tags.go
+            # tagIgnored). Without this an update or refresh would strip the controller's tags.
             tags=args.tags,
-            opts=cloud,
+            opts=pulumi.ResourceOptions.merge(cloud, pulumi.ResourceOptions(ignore_changes=["tags"])),
         )
 
         self.certificate: alicloud.cas.ServiceCertificate | None = None
