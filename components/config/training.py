@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
@@ -50,9 +50,11 @@ class DatasetSettings(Strict):
     active_deadline_seconds: int = Field(
         7200, ge=60, le=INT64_MAX, description="Hard limit on one data Job's run time (a large model download included); "
         "`pulumi up` waits this long (plus 5 minutes) for the Jobs to complete.")
-    ttl_seconds_after_finished: int = Field(
-        86400, ge=0, le=2**31 - 1,
-        description="Seconds a finished data Job (and its pod and logs) stays before Kubernetes deletes it.")
+    ttl_seconds_after_finished: Optional[int] = Field(
+        None, ge=0, le=2**31 - 1,
+        description="Unset (default): a finished data Job (its pod and logs) stays until the stack deletes it, so "
+        "Pulumi's state stays true. A value makes Kubernetes delete it that many seconds after it finishes, behind "
+        "Pulumi: drift, and the next `pulumi up --refresh` runs the Job again.")
     staging_storage_class: StorageClassName = Field(
         "alicloud-disk-topology-alltype", description="StorageClass of the scratch disk the model staging Job "
         "downloads into (a generic ephemeral volume, deleted with the pod). The topology class binds in the pod's "
