@@ -66,7 +66,8 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
 
     network = Network("net", NetworkArgs(s, tags, alicloud_provider)) if creates_network(s) else None
     net_refs = network.refs if network else existing_network_refs(s)
-    cluster = Cluster("ack", ClusterArgs(s, tags, net_refs, alicloud_provider))
+    cluster = Cluster("ack", ClusterArgs(s, tags, net_refs, alicloud_provider,
+                                         egress_ready=network.egress_ready if network else []))
     pools = NodePools("pools", NodePoolsArgs(s, cluster.cluster_id, net_refs, tags, alicloud_provider,
                                              egress_ready=network.egress_ready if network else [],
                                              gpu=s.owns_gpu_pool()))

@@ -10,7 +10,7 @@ resource, so no `pulumi up` or `pulumi destroy` can change or delete it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -89,6 +89,10 @@ class ClusterArgs:
     tags: dict[str, str]
     network: NetworkRefs
     provider: pulumi.ProviderResource  # the explicit alicloud provider
+    # The SNAT entries of a network this stack creates: the cluster waits for them, so whatever ACK does with its
+    # own snat_entry default (contested between SDK versions, docs/facts-provider.md) it meets finished entries
+    # instead of racing their creation.
+    egress_ready: list[pulumi.Resource] = field(default_factory=list)
 
 
 @dataclass
@@ -146,6 +150,7 @@ class Cluster(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     custom_timeouts=pulumi.CustomTimeouts(create=f"{c.create_timeout_minutes}m"),
+                    depends_on=args.egress_ready,
                     # `addons` is create-only (SDK docs): a later version bump is applied by the
                     # cs.KubernetesAddon of components/cloud/addons.py, and must not show up as a cluster update.
                     ignore_changes=["addons"])),

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from components.config.security import SlsProjectName
 from components.config.types import (
@@ -31,6 +31,9 @@ from components.config.types import (
 # Host memory kept for node daemons on every GPU node (components/model/layout.py NODE_RESERVED_MEMORY_GIB is the
 # same number; a test compares them): the Ray pod gets the rest, and its /dev/shm counts against that.
 GPU_NODE_RESERVED_MEMORY_GIB = 16
+# A PayAsYouGo + PayByTraffic EIP (the NAT's, components/cloud/network.py) accepts 1..200 Mbit/s
+# (terraform-provider-alicloud@ace5bcf website/docs/r/eip_address.html.markdown:76, `bandwidth`).
+PAY_BY_TRAFFIC_EIP_MAX_MBPS = 200
 
 
 class NetworkSettings(Strict):
@@ -48,7 +51,18 @@ class NetworkSettings(Strict):
         description="CIDRs of the Terway pod vSwitches a new VPC gets, one per zone in `zones` order.")
     service_cidr: Cidr = Field("192.168.0.0/16", description="Kubernetes Service CIDR; must not overlap VPC or pods.")
     nat_bandwidth_mbps: int = Field(
-        100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s.")
+        100, ge=1, le=2**31 - 1, description="Bandwidth cap of the NAT gateway's pay-as-you-go, pay-by-traffic EIP, Mbit/s: "
+        "1 to 200, the range Alibaba Cloud allows for that billing method.")
+
+    @field_validator("nat_bandwidth_mbps")
+    @classmethod
+    def _eip_bandwidth(cls, v: int) -> int:
+        if v > PAY_BY_TRAFFIC_EIP_MAX_MBPS:
+            raise ValueError(
+                f"{v} Mbit/s is above the {PAY_BY_TRAFFIC_EIP_MAX_MBPS} Mbit/s a pay-as-you-go, pay-by-traffic EIP "
+                f"allows, so the first `pulumi up` would fail; set {PAY_BY_TRAFFIC_EIP_MAX_MBPS} or less (traffic, "
+                "not the cap, is billed)")
+        return v
 
     @model_validator(mode="after")
     def _no_overlap(self) -> NetworkSettings:
@@ -195,6 +209,10 @@ class StorageSettings(Strict):
     kms_key_id: CloudId | None = Field(None, description="KMS key id when sse_algorithm=KMS (empty = OSS-managed KMS key).")
     auth: Literal["rrsa", "access_key"] = Field(
         "rrsa", description="How pods reach OSS. `access_key` uses the ossAccessKeyId/Secret secret config as a fallback.")
+    ram_names: Literal["regional", "legacy"] = Field(
+        "regional", description="Physical names of the RRSA RAM roles and policies. RAM is global per account, so "
+        "`regional` (`<name>-<region>-<role>`) lets the same `name` run in two regions; `legacy` (`<name>-<role>`) "
+        "keeps the names of stacks created before 2026-12, whose roles a switch would replace (docs/cloud.md).")
     datasets_prefix: KeyPrefix = Field("datasets/", description="Key prefix of processed datasets.")
     models_prefix: KeyPrefix = Field("models/", description="Key prefix of staged model weights.")
     checkpoints_prefix: KeyPrefix = Field("checkpoints/", description="Key prefix of training checkpoints.")

@@ -102,7 +102,7 @@ def test_the_create_only_addons_of_a_new_cluster_are_ignored_after_creation_so_a
 
 def test_create_time_addons_carry_pinned_versions_only_when_set():
     s = settings_of("dev", {"versions": {"addons": {"terway": {"version": "v1.16.8"}}}})
-    assert {"name": "terway-eniip", "version": "v1.16.8", "config": '{"NetworkPolicy": "true"}'} in create_time_addons(s)
+    assert {"name": "terway-eniip", "version": "v1.16.8", "config": '{"NetworkPolicy":"true"}'} in create_time_addons(s)
     assert {"name": "csi-plugin"} in create_time_addons(s)
 
 

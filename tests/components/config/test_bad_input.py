@@ -207,3 +207,9 @@ def test_a_yaml_timestamp_or_set_in_the_settings_is_a_field_problem(tmp_path):
     with pytest.raises(SettingsError) as info:
         parse_settings(raw)
     assert [p.field for p in info.value.problems] == ["name"]
+
+
+def test_a_nat_eip_bandwidth_above_what_pay_by_traffic_allows_is_refused_before_the_first_up():
+    refused({"cluster": {"network": {"nat_bandwidth_mbps": 400}}}, "cluster.network.nat_bandwidth_mbps",
+            "set 200 or less")
+    assert parse_settings(stack_settings("dev", {"cluster": {"network": {"nat_bandwidth_mbps": 200}}}))
