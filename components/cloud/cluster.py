@@ -17,6 +17,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import go_json
+from components.cloud.guards import rebuild_guard
 from components.cloud.network import NetworkRefs
 from components.config import Settings
 from components.wiring import POOL_LABEL
@@ -151,6 +152,9 @@ class Cluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     custom_timeouts=pulumi.CustomTimeouts(create=f"{c.create_timeout_minutes}m"),
                     depends_on=args.egress_ready,
+                    # A ForceNew input (service_cidr, proxy_mode, ip_stack, ...) would rebuild the whole platform:
+                    # protected (components/cloud/guards.py); teardown.py lifts it for an intended destroy.
+                    protect=rebuild_guard(),
                     # `addons` is create-only (SDK docs): a later version bump is applied by the
                     # cs.KubernetesAddon of components/cloud/addons.py, and must not show up as a cluster update.
                     ignore_changes=["addons"])),
