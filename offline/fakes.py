@@ -32,7 +32,8 @@ def resource_id(type_: str, name: str, inputs: dict) -> str:
     if type_ == "alicloud:cs/managedKubernetes:ManagedKubernetes":
         return f"cfake{_short(name)}"
     if type_ == "alicloud:cas/serviceCertificate:ServiceCertificate":
-        return str(int(_short(name), 16) % 10**8)
+        # A new upload (a renewed certificate has a new name) gets a new id, as the certificate service gives one.
+        return str(int(_short(name + str(inputs.get("certificateName", ""))), 16) % 10**8)
     return f"fake-{_short(type_ + name)}"
 
 
