@@ -130,13 +130,20 @@ class StackOutputs:
 
 
 class _Mocks(pmocks.Mocks):
-    def __init__(self, recording: Recording, stack_references: dict[str, StackOutputs]):
+    def __init__(self, recording: Recording, stack_references: dict[str, StackOutputs], own_name: str,
+                 own_outputs: dict | None):
         self.recording = recording
         self.stack_references = stack_references
+        self.own_name = own_name
+        self.own_outputs = own_outputs
 
     def new_resource(self, args: pmocks.MockResourceArgs):
         if args.typ == STACK_REFERENCE_TYPE:
             name = args.inputs.get("name") or args.resource_id
+            if name == self.own_name and name not in self.stack_references:
+                # The stack reading its own previous outputs: none for a fresh stack (the engine's GetStackOutputs
+                # returns an empty map for a stack without a deployment; docs/facts.md "Day 2").
+                return name, {"name": name, "outputs": dict(self.own_outputs or {}), "secretOutputNames": []}
             if name not in self.stack_references:
                 raise RuntimeError(f"offline engine: StackReference {args.name!r} reads stack {name!r}, which was not "
                                    f"rendered first (have: {sorted(self.stack_references) or 'none'})")
@@ -226,18 +233,25 @@ class _LogCapture(logging.Handler):
             self.recording.logs.append((record.levelname.lower(), record.getMessage()))
 
 
+# The organization the DIY (file/object-store) backend puts in every fully qualified stack name.
+ORGANIZATION = "organization"
+
+
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
-                stack: str, stack_references: dict[str, StackOutputs] | None = None) -> Recording:
+                stack: str, stack_references: dict[str, StackOutputs] | None = None,
+                own_outputs: dict | None = None) -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
     `stack_references` maps fully qualified stack names to the outputs a StackReference to them reads.
+    `own_outputs`: the stack's own previous outputs, which a StackReference to the stack itself
+    (`organization/<project>/<stack>`) reads; None = a fresh stack, which has none.
     """
     recording = Recording()
     logger = logging.getLogger(f"verl-ack.offline.{stack}")
     logger.propagate = False
     logger.handlers = [_LogCapture(recording)]
-    mocks = _Mocks(recording, dict(stack_references or {}))
+    mocks = _Mocks(recording, dict(stack_references or {}), f"{ORGANIZATION}/{project}/{stack}", own_outputs)
     monitor = _Monitor(mocks, recording)
 
     loop = asyncio.new_event_loop()
@@ -246,7 +260,8 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
     # A placeholder root keeps set_mocks from creating its own Stack; run_in_stack then creates the one
     # real Stack, exactly as the Pulumi language host does, and registers the exports on it.
     psettings.ROOT.set(object())  # type: ignore[arg-type]
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, logger=logger, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, logger=logger, monitor=monitor,
+                             organization=ORGANIZATION)
     psettings.ROOT.set(None)
     try:
         loop.run_until_complete(pulumi.runtime.stack.run_in_stack(

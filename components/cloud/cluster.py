@@ -17,6 +17,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import go_json
+from components.cloud.create_only import checked_create_only
 from components.cloud.guards import rebuild_guard
 from components.cloud.network import NetworkRefs
 from components.config import Settings
@@ -161,6 +162,8 @@ class Cluster(pulumi.ComponentResource):
             )
             self.cluster_id = self.cluster.id
             arn = self.cluster.rrsa_metadata.ram_oidc_provider_arn
+        # The create-only settings as last deployed, checked against this run's (components/cloud/create_only.py).
+        self.create_only = checked_create_only(s, pulumi.ResourceOptions(parent=self))
         self.oidc = _Oidc(provider_arn=arn, issuer_url=self.cluster.rrsa_metadata.rrsa_oidc_issuer_url)
 
         # Fetched on every run (the TF implementation asks for the public-endpoint kubeconfig); a short-lived

@@ -111,6 +111,12 @@ class ClusterSettings(Strict):
         "ACK Pro). Empty = etcd's default. The key must be an enabled KMS key of the cluster's region; ACK needs "
         "the AliyunCSManagedSecurityRole authorised to use it (docs/cloud.md).")
     network: NetworkSettings = Field(default_factory=NetworkSettings, description="VPC and vSwitches of a new cluster.")
+    allow_create_only_changes: list[Literal[
+        "cluster.public_api", "zones", "cluster.network.node_cidrs", "cluster.network.pod_cidrs",
+        "cluster.network.pod_vswitch_ids"]] = Field(
+        default_factory=list, description="Create-only settings whose change from the last deployed value this "
+        "preview accepts. Without it such a change fails the preview naming the setting and the manual step "
+        "(components/cloud/create_only.py); list one after doing that step, for one `pulumi up`, then remove it.")
     create_timeout_minutes: int = Field(
         60, ge=20, le=180,
         description="How long `pulumi up` waits for a new cluster (ACK: typically 10-20 min; provider default 90).")
