@@ -274,6 +274,9 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
         for task in pending:
             task.cancel()
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        # The SDK keeps outstanding Output tasks in a process-wide set that it awaits at the end of a run; those of
+        # a failed run (a refused create-only change) belong to this loop and would stall the next run.
+        psettings.SETTINGS.outputs.clear()
         loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
         asyncio.set_event_loop(None)

@@ -84,6 +84,11 @@ def invoke(token: str, args: dict) -> dict:
         }
     if token == "alicloud:index/getAccount:getAccount":
         return {"id": ACCOUNT_ID}
+    if token == "alicloud:cs/getKubernetesAddons:getKubernetesAddons":
+        # The live add-on versions (components/cloud/addons.py check_lingjun_floors): the offline engine knows none,
+        # so it answers with no add-ons; the comparison itself is tested with explicit rows.
+        return {"id": args.get("clusterId", "cfake"), "clusterId": args.get("clusterId", "cfake"), "addons": [],
+                "ids": [], "names": []}
     if token == "alicloud:cs/getManagedKubernetesClusters:getManagedKubernetesClusters":
         raise RuntimeError("use ManagedKubernetes.get or cluster ids from settings; this invoke is deprecated")
     raise RuntimeError(

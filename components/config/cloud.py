@@ -291,6 +291,15 @@ DEFAULT_ADDONS: dict[str, str] = {
     "rdma": "ack-rdma-device-plugin",
 }
 OPTIONAL_ADDONS = ("monitoring", "node_problem_detector")
+# Add-ons ACK manages and upgrades itself, with cluster upgrades (docs/facts.md "Day 2"). `version` of a
+# cs.KubernetesAddon is Optional+Computed and a pin is compared with the live version on every update
+# (terraform-provider-alicloud@ace5bcf resource_alicloud_cs_kubernetes_addon.go :43-47, :264): after ACK upgrades
+# one, a pin shows a diff and `pulumi up` asks ACK for a downgrade, which it refuses. So these are never pinned.
+ACK_MANAGED_ADDONS = ("managed-csiprovisioner", "terway-controlplane", "arms-prometheus")
+
+
+def is_ack_managed_addon(name: str) -> bool:
+    return name.startswith("managed-") or name in ACK_MANAGED_ADDONS
 # Minimum add-on versions ACK requires for a Lingjun node pool, by add-on name (docs/facts.md §4:
 # https://www.alibabacloud.com/help/zh/ack/ack-managed-and-ack-dedicated/user-guide/create-and-manage-a-lingjun-node-pool).
 # Kube Scheduler v1.31 follows the cluster version (root.py refuses a Lingjun stack below 1.31); the program installs

@@ -71,3 +71,51 @@ def test_the_bucket_never_deletes_the_https_only_policy_or_the_access_log_its_se
     assert "policy" not in bucket.inputs and "logging" not in bucket.inputs
     rec.get("alicloud:oss/bucketPolicy:BucketPolicy", "storage-policy")
     rec.get("alicloud:oss/bucketLogging:BucketLogging", "storage-logging")
+
+
+# ------------------------------------------------------------------------------------------------ add-on versions
+def test_a_version_pin_on_an_ack_managed_addon_is_refused_naming_the_field_and_the_fix():
+    from components.config import SettingsError
+
+    for role in ("csi_provisioner", "terway_controlplane", "monitoring"):
+        with pytest.raises(SettingsError, match=rf"versions\.addons.*{role}.*managed and upgraded by ACK.*remove the "
+                                                "version"):
+            settings_of("dev", {"versions": {"addons": {role: {"version": "v1.33.1"}}}})
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_stack_pins_an_addon_version_so_nothing_fights_acks_upgrades(stack):
+    for reg in record(stack).by_type(ADDON):
+        assert "version" not in reg.inputs, f"{reg.urn}: an empty version must not be sent (no diff)"
+
+
+def test_the_lingjun_minimum_versions_are_checked_against_the_live_addons_without_a_pin():
+    from components.cloud.addons import lingjun_floor_problems
+
+    s = settings_of("dev")
+    assert s.gpu_pool.kind == "lingjun"
+    old = [{"name": "terway-eniip", "current_version": "v1.15.0"}, {"name": "csi-plugin", "current_version": "v1.33.0"},
+           {"name": "ack-pod-identity-webhook", "current_version": ""}]
+    [problem] = lingjun_floor_problems(s, old)
+    assert problem.startswith("versions.addons.terway: the cluster runs terway-eniip v1.15.0, below v1.16.8")
+    assert lingjun_floor_problems(settings_of("existing-ecs"), old) == [], "ECS GPU pools have no floors"
+    invokes = [i for i in record("dev").invokes if i["token"] == "alicloud:cs/getKubernetesAddons:getKubernetesAddons"]
+    assert invokes, "the live versions are read at preview"
+
+
+def test_a_live_addon_below_the_lingjun_floor_fails_the_preview(monkeypatch):
+    from offline import fakes
+    from tests.components.cloud.test_day2_create_only import preview
+
+    real = fakes.invoke
+
+    def live(token, args):
+        if token == "alicloud:cs/getKubernetesAddons:getKubernetesAddons":
+            return {"id": "c", "clusterId": "c", "ids": [], "names": [], "addons": [
+                {"name": "terway-eniip", "currentVersion": "v1.15.0", "currentConfig": "{}", "nextVersion": "",
+                 "required": True, "supportedActions": []}]}
+        return real(token, args)
+
+    monkeypatch.setattr(fakes, "invoke", live)
+    with pytest.raises(Exception, match=r"terway-eniip v1\.15\.0, below v1\.16\.8"):
+        preview("dev")
