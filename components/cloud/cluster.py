@@ -97,6 +97,12 @@ class ClusterArgs:
     egress_ready: list[pulumi.Resource] = field(default_factory=list)
 
 
+def owns_tracking_disk(s: Settings) -> bool:
+    """The MLflow backend disk is Pulumi's own (tracking.backend_disk) only with a new cluster of this stack."""
+    return s.tracking.enabled and s.tracking.backend_disk == "owned" and s.cluster.mode == "new" \
+        and s.kind != "experiment"
+
+
 @dataclass
 class _Oidc:
     provider_arn: pulumi.Output[str]
@@ -117,6 +123,7 @@ class Cluster(pulumi.ComponentResource):
         c = s.cluster
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.existing = c.mode == "existing"
+        self.tracking_disk: alicloud.ecs.EcsDisk | None = None
 
         if self.existing:
             assert c.existing_cluster_id is not None  # settings validation
@@ -126,6 +133,14 @@ class Cluster(pulumi.ComponentResource):
             account = alicloud.get_account_output(opts=pulumi.InvokeOutputOptions(parent=self, provider=args.provider))
             arn = account.id.apply(lambda uid: oidc_provider_arn(uid, c.existing_cluster_id))
         else:
+            # The MLflow backend disk (components/workloads/tracking.py binds it through a static PV). The cluster
+            # depends on it, so destroy deletes it after the cluster, when no node holds it attached any more: a
+            # dynamically provisioned disk is deleted by the CSI provisioner at its own pace and can outlive the
+            # cluster, billing (delete_options covers no disks: resource_alicloud_cs_managed_kubernetes.go :528-536).
+            self.tracking_disk = alicloud.ecs.EcsDisk(
+                f"{name}-mlflow-disk", zone_id=s.zones[0], size=s.tracking.disk_gib, category=s.tracking.disk_category,
+                disk_name=f"{s.name}-mlflow", payment_type="PayAsYouGo", tags=args.tags,
+                opts=child) if owns_tracking_disk(s) else None
             self.cluster = alicloud.cs.ManagedKubernetes(
                 f"{name}-cluster",
                 name=s.name,
@@ -152,7 +167,7 @@ class Cluster(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     custom_timeouts=pulumi.CustomTimeouts(create=f"{c.create_timeout_minutes}m"),
-                    depends_on=args.egress_ready,
+                    depends_on=[*args.egress_ready, *([self.tracking_disk] if self.tracking_disk else [])],
                     # A ForceNew input (service_cidr, proxy_mode, ip_stack, ...) would rebuild the whole platform:
                     # protected (components/cloud/guards.py); teardown.py lifts it for an intended destroy.
                     protect=rebuild_guard(),

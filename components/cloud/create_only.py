@@ -49,6 +49,11 @@ RULES: dict[str, tuple[str, str]] = {
         "the cluster's Terway pod_vswitch_ids are sent only at creation: the update would do nothing",
         "add the vSwitches to Terway's eni-config in kube-system by hand, then list the setting in "
         "cluster.allow_create_only_changes for one `pulumi up`"),
+    "tracking.backend_disk": (
+        "switching between the owned and the dynamically provisioned MLflow backend disk replaces the disk: the run "
+        "history in its sqlite file would start empty (the artifacts in OSS stay)",
+        "copy /mlflow/backend (the sqlite file) off the MLflow pod first, then list the setting in "
+        "cluster.allow_create_only_changes for one `pulumi up` and copy the file back"),
 }
 CREATE_ONLY_SETTINGS = tuple(RULES)
 
@@ -64,6 +69,8 @@ def create_only_values(s: Settings) -> dict[str, Any]:
         out["cluster.network.pod_cidrs"] = list(net.pod_cidrs)
     else:
         out["cluster.network.pod_vswitch_ids"] = list(net.pod_vswitch_ids)
+    if s.tracking.enabled and s.kind != "experiment":
+        out["tracking.backend_disk"] = s.tracking.backend_disk
     return out
 
 

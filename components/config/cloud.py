@@ -113,7 +113,7 @@ class ClusterSettings(Strict):
     network: NetworkSettings = Field(default_factory=NetworkSettings, description="VPC and vSwitches of a new cluster.")
     allow_create_only_changes: list[Literal[
         "cluster.public_api", "zones", "cluster.network.node_cidrs", "cluster.network.pod_cidrs",
-        "cluster.network.pod_vswitch_ids"]] = Field(
+        "cluster.network.pod_vswitch_ids", "tracking.backend_disk"]] = Field(
         default_factory=list, description="Create-only settings whose change from the last deployed value this "
         "preview accepts. Without it such a change fails the preview naming the setting and the manual step "
         "(components/cloud/create_only.py); list one after doing that step, for one `pulumi up`, then remove it.")

@@ -234,6 +234,14 @@ class TrackingSettings(Strict):
         "the disk in the zone the pod lands in (WaitForFirstConsumer); ACK's alicloud-disk-essd binds Immediately, in "
         "the provisioner's zone, which a multi-zone system pool may not reach. Check `kubectl get storageclass`.")
     disk_gib: int = Field(20, ge=20, le=65536, description="Backend-store disk size (ESSD minimum is 20 GiB).")
+    backend_disk: Literal["owned", "dynamic"] = Field(
+        "owned", description="`owned` (a new cluster only): the backend disk is a Pulumi-owned ECS disk (category "
+        "`disk_category`, zone `zones[0]`) bound through a static PersistentVolume and deleted after the cluster, so "
+        "destroy never leaves it billing. `dynamic`: a PVC of `storage_class`, whose disk the CSI provisioner may not "
+        "have deleted when the cluster goes (always used in an existing cluster). Switching replaces the disk: the "
+        "MLflow run history (not the artifacts, which are in OSS) starts empty.")
+    disk_category: Literal["cloud_essd", "cloud_ssd", "cloud_efficiency", "cloud_auto"] = Field(
+        "cloud_essd", description="ECS category of the owned backend disk (backend_disk: owned).")
     cpu: CpuQuantity = Field("1", description="CPU request and limit of the MLflow server.")
     memory: MemoryQuantity = Field("2Gi", description="Memory request and limit of the MLflow server.")
 

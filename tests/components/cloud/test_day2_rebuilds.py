@@ -53,3 +53,31 @@ def test_a_renewed_certificate_gets_a_new_name_and_the_albconfig_moves_to_its_id
     assert listener_certificate(old) != listener_certificate(new)
     assert listener_certificate(new).startswith(f"{fakes.resource_id(CERT, 'ingress-cert', new_cert.inputs)}-")
     assert depends_on(new.get(ALBCONFIG, "ingress-albconfig"), new_cert)
+
+
+# ------------------------------------------------------------------------------------------------ MLflow disk
+DISK = "alicloud:ecs/ecsDisk:EcsDisk"
+
+
+def test_the_mlflow_backend_disk_is_owned_by_pulumi_and_deleted_only_after_the_cluster():
+    rec = record("dev")
+    s = settings_of("dev")
+    disk, cluster = rec.get(DISK, "ack-mlflow-disk"), rec.get(CLUSTER, "ack-cluster")
+    assert (disk.inputs["zoneId"], disk.inputs["size"]) == (s.zones[0], s.tracking.disk_gib)
+    assert disk.inputs["paymentType"] == "PayAsYouGo"
+    # Destroy deletes dependents first: the pools, then the cluster (no node holds the disk any more), then it.
+    assert depends_on(cluster, disk)
+    pv = rec.get("kubernetes:core/v1:PersistentVolume", "tracking-backend-pv").inputs["spec"]
+    assert pv["csi"]["driver"] == "diskplugin.csi.alibabacloud.com"
+    assert pv["csi"]["volumeHandle"] == fakes.resource_id(DISK, "ack-mlflow-disk", disk.inputs)
+    assert pv["persistentVolumeReclaimPolicy"] == "Retain", "Pulumi deletes the disk, not the CSI provisioner"
+    pvc = rec.get("kubernetes:core/v1:PersistentVolumeClaim", "tracking-backend-pvc").inputs["spec"]
+    assert pvc["volumeName"] == rec.get("kubernetes:core/v1:PersistentVolume", "tracking-backend-pv").inputs[
+        "metadata"]["name"] and pvc["storageClassName"] == ""
+
+
+def test_an_existing_cluster_keeps_the_dynamically_provisioned_backend_disk():
+    rec = record("existing-ecs")
+    assert not rec.by_type(DISK)
+    pvc = rec.get("kubernetes:core/v1:PersistentVolumeClaim", "tracking-backend-pvc").inputs["spec"]
+    assert pvc["storageClassName"] == settings_of("existing-ecs").tracking.storage_class and "volumeName" not in pvc
