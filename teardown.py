@@ -67,7 +67,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import alibabacloud_oss_v2 as oss
 

@@ -6,8 +6,9 @@ alibabacloud_oss_v2/_client.py), so no DNS tricks are needed. Signatures are not
 
 Supported: PutObject, GetObject, HeadObject, DeleteObject, CopyObject, ListObjectsV2 (prefix,
 delimiter, max-keys, continuation-token, encoding-type=url), InitiateMultipartUpload, UploadPart,
-UploadPartCopy, CompleteMultipartUpload, AbortMultipartUpload, ListMultipartUploads (paged), GetBucketLifecycle. Every object carries an
-ETag and x-oss-hash-crc64ecma computed like OSS does. `x-oss-forbid-overwrite: true` on PutObject, CopyObject,
+UploadPartCopy, CompleteMultipartUpload, AbortMultipartUpload, ListMultipartUploads (paged),
+GetBucketLifecycle. Every object carries an ETag and x-oss-hash-crc64ecma computed like OSS does.
+`x-oss-forbid-overwrite: true` on PutObject, CopyObject,
 InitiateMultipartUpload and CompleteMultipartUpload is honoured atomically (409 FileAlreadyExists), as OSS does
 in a bucket without versioning (OSS ignores the header once versioning is enabled or suspended; the fake has no
 versioning).
