@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from components.cloud import guards
 from components.cloud.guards import DESTROY_ENV, GUARDED_TYPES, rebuild_guard
+from keeper import destroy
 from keeper.destroy import abort_incomplete_uploads, destroy_env, guarded_urns
 from tests.conftest import SINGLE_STACKS, record
 from tests.fakeoss import FakeOss, Upload
@@ -105,3 +107,7 @@ def test_the_destroy_teardown_runs_leaves_the_guard_off_in_the_program(monkeypat
     monkeypatch.setenv(DESTROY_ENV, "1")
     assert rebuild_guard() is False
     assert destroy_env({"PATH": "/bin"}) == {"PATH": "/bin", DESTROY_ENV: "1"}
+
+
+def test_teardown_and_the_program_agree_on_the_guarded_types_and_the_destroy_switch():
+    assert (destroy.GUARDED_TYPES, destroy.DESTROY_ENV) == (guards.GUARDED_TYPES, guards.DESTROY_ENV)
