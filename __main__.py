@@ -44,6 +44,8 @@ if platform:
     pulumi.export("bucket_name", platform.storage.refs.bucket_name)
     pulumi.export("oss_endpoint", platform.storage.refs.endpoint)
     pulumi.export("oss_public_endpoint", oss_endpoint(settings.region, internal=False))
+    if platform.cluster.create_only is not None:  # a refused create-only change fails the preview here
+        pulumi.export("create_only", platform.cluster.create_only)
 if experiment:
     pulumi.export("gpu_pool_id", experiment.gpu_pool_id)  # this stack's pool, or its platform's (gpu_pool.owner)
     if experiment.gpu_pool_owner is not None:  # fails the preview when the platform disagrees on gpu_pool.owner

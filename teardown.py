@@ -37,7 +37,9 @@ This tool:
 4. verifies every copy by size and CRC64 against its source, then writes verl's tracker next to the kept
    step, so the kept folder is itself a resumable verl checkpoint root;
 5. only then runs `pulumi destroy --stack NAME --yes --exclude-protected --run-program` (with --destroy)
-   or prints that command (the protected bucket stays; the program runs to fetch a fresh kubeconfig).
+   or prints that command (the protected bucket stays; the program runs to fetch a fresh kubeconfig), after
+   keeper/destroy.py's two steps: abort incomplete multipart uploads in a bucket the destroy deletes, and lift
+   the rebuild guard (`pulumi state unprotect`) of the cluster, VPC and vSwitches.
 
 Lock. Two runs keeping into the same kept experiment folder must not interleave, and the copy phase runs
 before Pulumi's own stack lock is taken. Each run writes a claim object
@@ -65,7 +67,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 try:
     import alibabacloud_oss_v2 as oss
@@ -105,6 +106,7 @@ from keeper.checkpoints import (  # noqa: F401 (re-exported: the tests and docs 
     step_of,
     step_prefix,
 )
+from keeper.destroy import destroy_command, export_state, prepare_destroy, run_destroy  # noqa: F401
 from keeper.lock import (  # noqa: F401
     Claim,
     TeardownLock,
@@ -277,18 +279,6 @@ def write_tracker(client: oss.Client, plan: Plan, body: bytes, result: KeepResul
 
 
 # ------------------------------------------------------------------------------------------ CLI
-def destroy_command(stack: str) -> list[str]:
-    # --exclude-protected: the bucket is protected while storage.keep_on_destroy (the default), so a plain
-    # destroy would stop at it; this destroys everything else and keeps the data.
-    # --run-program: the Kubernetes provider's kubeconfig in the state is a temporary credential that may have
-    # expired since `up` (cluster.kubeconfig_ttl_minutes); running the program fetches a fresh one.
-    return ["pulumi", "destroy", "--stack", stack, "--yes", "--exclude-protected", "--run-program"]
-
-
-def run_destroy(command: list[str]) -> int:
-    return subprocess.run(command, cwd=Path(__file__).resolve().parent, check=False).returncode
-
-
 def describe_plan(plan: Plan) -> list[str]:
     lines = [f"experiment: oss://{plan.bucket}/{plan.exp_prefix}",
              f"latest complete step: {plan.step.step} (named by {TRACKER}; every file verl writes is present)"]
@@ -370,6 +360,8 @@ def main(
     load_stack: Callable[[str], object] = default_load_stack,
     lifecycle_rules: Callable[[object], list[dict]] = default_lifecycle_rules,
     destroy: Callable[[list[str]], int] = run_destroy,
+    pulumi: Callable[[list[str]], int] = run_destroy,
+    state: Callable[[str], dict] = export_state,
     env: dict[str, str] | None = None,
     log: Callable[[str], None] = print,
     err: Callable[[str], None] = print_error,
@@ -419,7 +411,17 @@ def main(
                     f"({_first_line(error)}); nothing copied or destroyed")
                 return 1
             log(f"lock: oss://{dest_bucket}/{lock.key} (run {lock.run_id})")
-        return _keep_then_destroy(args, settings, client, dest_bucket, kept_root, log, err, destroy)
+        def guarded_destroy(command: list[str]) -> int:
+            try:
+                if (rc := prepare_destroy(args, settings, client, log, pulumi, state)) != 0:
+                    err(f"error: could not unprotect the guarded resources (exit {rc}); nothing destroyed")
+                    return rc
+            except (oss.exceptions.BaseError, subprocess.CalledProcessError, ValueError) as error:
+                err(f"error: preparing the destroy failed ({_first_line(error)}); nothing destroyed")
+                return 1
+            return destroy(command)
+
+        return _keep_then_destroy(args, settings, client, dest_bucket, kept_root, log, err, guarded_destroy)
     finally:
         if lock is not None and lock.held:
             try:

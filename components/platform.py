@@ -72,7 +72,8 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
 
     network = Network("net", NetworkArgs(s, tags, alicloud_provider)) if creates_network(s) else None
     net_refs = network.refs if network else existing_network_refs(s)
-    cluster = Cluster("ack", ClusterArgs(s, tags, net_refs, alicloud_provider))
+    cluster = Cluster("ack", ClusterArgs(s, tags, net_refs, alicloud_provider,
+                                         egress_ready=network.egress_ready if network else []))
     pools = NodePools("pools", NodePoolsArgs(s, cluster.cluster_id, net_refs, tags, alicloud_provider,
                                              egress_ready=network.egress_ready if network else [],
                                              gpu=s.owns_gpu_pool()))
@@ -97,7 +98,8 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     sandboxes = Sandboxes("sandbox", SandboxArgs(s, cluster_refs, secrets.sandbox_api_key,
                                                  sandbox_nodes_ready=pools.sandbox_ready)) \
         if s.sandbox.enabled else None
-    tracking = Tracking("tracking", TrackingArgs(s, cluster_refs, storage.refs, identity.workload)) \
+    tracking = Tracking("tracking", TrackingArgs(s, cluster_refs, storage.refs, identity.workload,
+                                                 cluster.tracking_disk.id if cluster.tracking_disk else None)) \
         if s.tracking.enabled else None
     # The training image's ACR repository and the credential helper; experiments pull what `training_image` names.
     registry = ImageRegistry("image", s, cluster_refs, alicloud_provider)

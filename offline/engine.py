@@ -162,6 +162,8 @@ class _Mocks(pmocks.Mocks):
             name = args.inputs.get("name") or args.resource_id
             if name.rsplit("/", 1)[-1] == self.own_name and name not in self.stack_references:
                 own = self.own_outputs or StackOutputs({}, [])
+                if isinstance(own, dict):  # plain outputs (tests): none of them secret
+                    own = StackOutputs(own, [])
                 return name, {"name": name, "outputs": own.outputs, "secretOutputNames": own.secret_output_names}
             if name not in self.stack_references:
                 raise RuntimeError(f"offline engine: StackReference {args.name!r} reads stack {name!r}, which was not "
@@ -265,10 +267,14 @@ class _LogCapture(logging.Handler):
             self.recording.logs.append((record.levelname.lower(), record.getMessage()))
 
 
+# The organization the DIY (file/object-store) backend puts in every fully qualified stack name.
+ORGANIZATION = "organization"
+
+
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
                 stack: str, stack_references: dict[str, StackOutputs] | None = None,
-                own_outputs: StackOutputs | None = None, prior: dict[str, RawState] | None = None,
-                offline_plan: bool = True, organization: str = "organization") -> Recording:
+                own_outputs: StackOutputs | dict | None = None, prior: dict[str, RawState] | None = None,
+                offline_plan: bool = True, organization: str = ORGANIZATION) -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
@@ -313,6 +319,9 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
         for task in pending:
             task.cancel()
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        # The SDK keeps outstanding Output tasks in a process-wide set that it awaits at the end of a run; those of
+        # a failed run (a refused create-only change) belong to this loop and would stall the next run.
+        psettings.SETTINGS.outputs.clear()
         loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
         asyncio.set_event_loop(None)

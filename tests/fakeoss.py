@@ -6,8 +6,9 @@ alibabacloud_oss_v2/_client.py), so no DNS tricks are needed. Signatures are not
 
 Supported: PutObject, GetObject, HeadObject, DeleteObject, CopyObject, ListObjectsV2 (prefix,
 delimiter, max-keys, continuation-token, encoding-type=url), InitiateMultipartUpload, UploadPart,
-UploadPartCopy, CompleteMultipartUpload, AbortMultipartUpload, GetBucketLifecycle. Every object carries an
-ETag and x-oss-hash-crc64ecma computed like OSS does. `x-oss-forbid-overwrite: true` on PutObject, CopyObject,
+UploadPartCopy, CompleteMultipartUpload, AbortMultipartUpload, ListMultipartUploads (paged),
+GetBucketLifecycle. Every object carries an ETag and x-oss-hash-crc64ecma computed like OSS does.
+`x-oss-forbid-overwrite: true` on PutObject, CopyObject,
 InitiateMultipartUpload and CompleteMultipartUpload is honoured atomically (409 FileAlreadyExists), as OSS does
 in a bucket without versioning (OSS ignores the header once versioning is enabled or suspended; the fake has no
 versioning).
@@ -226,6 +227,8 @@ def _op_name(method: str, key: str | None, query: dict[str, str], headers) -> st
     if key is None or key == "":
         if method == "GET" and "lifecycle" in query:
             return "GetBucketLifecycle"
+        if method == "GET" and "uploads" in query:
+            return "ListMultipartUploads"
         if method == "GET":
             return "ListObjectsV2" if query.get("list-type") == "2" else "ListObjects"
         return f"Bucket{method.title()}"
@@ -354,6 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._list_v2(bucket, query)
         if op == "GetBucketLifecycle":
             return self._lifecycle(bucket)
+        if op == "ListMultipartUploads":
+            return self._list_uploads(bucket, query)
         if op == "PutObject":
             o = StoredObject(data=body, etag=_md5_etag(body),
                              content_type=self.headers.get("Content-Type") or "application/octet-stream")
@@ -504,6 +509,25 @@ class _Handler(BaseHTTPRequestHandler):
                 + "".join(contents)
                 + "".join(f"<CommonPrefixes><Prefix>{enc(p)}</Prefix></CommonPrefixes>" for p in prefixes)
                 + "</ListBucketResult>")
+        return self._xml(body)
+
+    def _list_uploads(self, bucket: str, query: dict[str, str]) -> int:
+        """Incomplete uploads in (key, upload id) order, paged by key-marker/upload-id-marker as OSS does."""
+        max_uploads = int(query.get("max-uploads") or 1000)
+        after = (query.get("key-marker") or "", query.get("upload-id-marker") or "")
+        enc = (lambda s: quote(s, safe="/")) if query.get("encoding-type") == "url" else escape
+        with self.fake._lock:
+            pending = sorted((u.key, uid) for uid, u in self.fake.uploads.items() if u.bucket == bucket)
+        pending = [p for p in pending if p > after]
+        page, truncated = pending[:max_uploads], len(pending) > max_uploads
+        body = (f"<ListMultipartUploadsResult><Bucket>{bucket}</Bucket><MaxUploads>{max_uploads}</MaxUploads>"
+                f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"
+                + (f"<NextKeyMarker>{enc(page[-1][0])}</NextKeyMarker><NextUploadIdMarker>{page[-1][1]}"
+                   "</NextUploadIdMarker>" if truncated else "")
+                + ("<EncodingType>url</EncodingType>" if query.get("encoding-type") == "url" else "")
+                + "".join(f"<Upload><Key>{enc(k)}</Key><UploadId>{uid}</UploadId>"
+                          f"<Initiated>2026-12-01T00:00:00.000Z</Initiated></Upload>" for k, uid in page)
+                + "</ListMultipartUploadsResult>")
         return self._xml(body)
 
 

@@ -92,12 +92,14 @@ def bare_oss():
 class Run:
     """Runs the CLI against the fake OSS, recording output and any destroy call."""
 
-    def __init__(self, fake: FakeOss, stack_settings=None, on_destroy=None):
+    def __init__(self, fake: FakeOss, stack_settings=None, on_destroy=None, state=None):
         self.fake = fake
         self.settings = stack_settings or settings()
         self.on_destroy = on_destroy
+        self.state = state or {}  # what `pulumi stack export` would print
         self.lines: list[str] = []
         self.destroyed: list[list[str]] = []
+        self.pulumi: list[list[str]] = []  # other pulumi commands (state unprotect), in order
 
     def __call__(self, *args: str) -> int:
         def destroy(command):
@@ -108,6 +110,7 @@ class Run:
 
         return teardown.main(["--stack", "dev", "--endpoint", self.fake.endpoint, *args],
                              load_stack=lambda name: self.settings, destroy=destroy, env=dict(ENV),
+                             pulumi=lambda c: self.pulumi.append(c) or 0, state=lambda stack: self.state,
                              log=self.lines.append, err=self.lines.append)
 
     @property

@@ -50,6 +50,7 @@ RESOURCES: dict[str, str] = {
     "alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace": "alicloud_cr_ee_namespace",
     "alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo": "alicloud_cr_ee_repo",
     "alicloud:dns/alidnsRecord:AlidnsRecord": "alicloud_alidns_record",
+    "alicloud:ecs/ecsDisk:EcsDisk": "alicloud_ecs_disk",
     "alicloud:ecs/eipAddress:EipAddress": "alicloud_eip_address",
     "alicloud:ecs/eipAssociation:EipAssociation": "alicloud_eip_association",
     "alicloud:ecs/securityGroupRule:SecurityGroupRule": "alicloud_security_group_rule",

@@ -14,15 +14,16 @@ config shape with `cs.get_kubernetes_addon_metadata(cluster_id, name, version).c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.addon_config import addon_config
 from components.cloud.cluster import CREATE_TIME_ADDON_ROLES
 from components.config import Settings
+from components.config.cloud import LINGJUN_MIN_ADDON_VERSIONS, LINGJUN_NODE_POOL_DOC, addon_version_tuple
 from components.wiring import (
     ALB_HTTPS_ANNOTATIONS,
     ALB_INGRESS_CLASS,
@@ -116,8 +117,46 @@ def sandbox_manager_config(s: Settings, admin_api_key) -> dict:
 
 
 def sandbox_manager_config_json(s: Settings, admin_api_key: pulumi.Input[str]) -> pulumi.Output[str]:
-    """The add-on's `config` string; Output.json_dumps keeps it a secret because the key is one."""
-    return pulumi.Output.json_dumps(sandbox_manager_config(s, admin_api_key))
+    """The add-on's `config` string as the provider's Read stores it (addon_config.py); it stays a secret because
+    the key is one."""
+    return addon_config(sandbox_manager_config(s, admin_api_key))  # type: ignore[return-value]
+
+
+def lingjun_floor_problems(s: Settings, live: list[dict]) -> list[str]:
+    """Add-ons below the versions ACK requires for a Lingjun node pool, from `cs.get_kubernetes_addons` rows
+    ({name, current_version}). Pinned add-ons are checked by the settings already; an empty current_version is
+    an add-on not installed (yet)."""
+    if s.gpu_pool.kind != "lingjun":
+        return []
+    wanted = {a.name: role for role, a in s.versions.addons.items() if not a.version}
+    out = []
+    for row in live:
+        name, current = row.get("name", ""), row.get("current_version") or ""
+        floor = LINGJUN_MIN_ADDON_VERSIONS.get(name)
+        if floor and current and name in wanted and addon_version_tuple(current) < addon_version_tuple(floor):
+            out.append(f"versions.addons.{wanted[name]}: the cluster runs {name} {current}, below v{floor}, the oldest "
+                       f"ACK supports with Lingjun node pools ({LINGJUN_NODE_POOL_DOC}); upgrade it in the ACK console "
+                       "(Add-ons) before the Lingjun pool is created")
+    return out
+
+
+def check_lingjun_floors(s: Settings, cluster_id: pulumi.Input[str], provider: pulumi.ProviderResource,
+                         parent: pulumi.Resource) -> pulumi.Output[list[str]] | None:
+    """At preview, the live add-on versions of the cluster against the Lingjun floors, so no add-on needs a pin
+    (a pin fights ACK's upgrades). Skipped while the cluster id is unknown (a fresh stack's first preview: ACK then
+    installs its current versions); a problem fails the program (an exception in an outstanding Output)."""
+    if s.gpu_pool.kind != "lingjun":
+        return None
+    live = alicloud.cs.get_kubernetes_addons_output(
+        cluster_id=cluster_id, opts=pulumi.InvokeOutputOptions(parent=parent, provider=provider))
+
+    def check(addons) -> list[str]:
+        rows = [{"name": a.name, "current_version": a.current_version} for a in addons or []]
+        if problems := lingjun_floor_problems(s, rows):
+            raise pulumi.RunError("\n".join(problems))
+        return []
+
+    return live.addons.apply(check)
 
 
 @dataclass
@@ -145,13 +184,15 @@ class Addons(pulumi.ComponentResource):
                 cluster_id=args.cluster_id,
                 name=a.name,
                 version=a.version,
-                config=json.dumps(spec.config, sort_keys=True) if spec.config else None,
+                config=addon_config(spec.config) if spec.config else None,
                 opts=pulumi.ResourceOptions(
                     # Add-on pods need nodes to run on (the system pool); ACK reports an install failed when
                     # they stay Pending. Destroy then removes the add-ons before the nodes.
                     parent=self, provider=args.provider, depends_on=args.nodes_ready,
                     retain_on_delete=True if retain_addon(s, spec.role) else None),
             )
+
+        self.floors_checked = check_lingjun_floors(s, args.cluster_id, args.provider, self)
 
         self.kuberay_release: k8s.helm.v3.Release | None = None
         self.kuberay_namespace: k8s.core.v1.Namespace | None = None

@@ -10,13 +10,15 @@ resource, so no `pulumi up` or `pulumi destroy` can change or delete it.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.addon_config import go_json
+from components.cloud.create_only import checked_create_only
+from components.cloud.guards import rebuild_guard
 from components.cloud.network import NetworkRefs
 from components.config import Settings
 from components.wiring import POOL_LABEL
@@ -46,7 +48,7 @@ def create_time_addons(s: Settings) -> list[dict]:
         a = s.versions.addons[role]
         addon: dict = {"name": a.name, **({"version": a.version} if a.version else {})}
         if role == "terway":
-            addon["config"] = json.dumps(TERWAY_CONFIG, sort_keys=True)
+            addon["config"] = go_json(TERWAY_CONFIG)
         out.append(addon)
     # ACK may otherwise add its NGINX ingress controller; the sandbox domain is served by ALB.
     out.append({"name": "nginx-ingress-controller", "disabled": True})
@@ -89,6 +91,16 @@ class ClusterArgs:
     tags: dict[str, str]
     network: NetworkRefs
     provider: pulumi.ProviderResource  # the explicit alicloud provider
+    # The SNAT entries of a network this stack creates: the cluster waits for them, so whatever ACK does with its
+    # own snat_entry default (contested between SDK versions, docs/facts-provider.md) it meets finished entries
+    # instead of racing their creation.
+    egress_ready: list[pulumi.Resource] = field(default_factory=list)
+
+
+def owns_tracking_disk(s: Settings) -> bool:
+    """The MLflow backend disk is Pulumi's own (tracking.backend_disk) only with a new cluster of this stack."""
+    return s.tracking.enabled and s.tracking.backend_disk == "owned" and s.cluster.mode == "new" \
+        and s.kind != "experiment"
 
 
 @dataclass
@@ -111,6 +123,7 @@ class Cluster(pulumi.ComponentResource):
         c = s.cluster
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.existing = c.mode == "existing"
+        self.tracking_disk: alicloud.ecs.EcsDisk | None = None
 
         if self.existing:
             assert c.existing_cluster_id is not None  # settings validation
@@ -120,6 +133,14 @@ class Cluster(pulumi.ComponentResource):
             account = alicloud.get_account_output(opts=pulumi.InvokeOutputOptions(parent=self, provider=args.provider))
             arn = account.id.apply(lambda uid: oidc_provider_arn(uid, c.existing_cluster_id))
         else:
+            # The MLflow backend disk (components/workloads/tracking.py binds it through a static PV). The cluster
+            # depends on it, so destroy deletes it after the cluster, when no node holds it attached any more: a
+            # dynamically provisioned disk is deleted by the CSI provisioner at its own pace and can outlive the
+            # cluster, billing (delete_options covers no disks: resource_alicloud_cs_managed_kubernetes.go :528-536).
+            self.tracking_disk = alicloud.ecs.EcsDisk(
+                f"{name}-mlflow-disk", zone_id=s.zones[0], size=s.tracking.disk_gib, category=s.tracking.disk_category,
+                disk_name=f"{s.name}-mlflow", payment_type="PayAsYouGo", tags=args.tags,
+                opts=child) if owns_tracking_disk(s) else None
             self.cluster = alicloud.cs.ManagedKubernetes(
                 f"{name}-cluster",
                 name=s.name,
@@ -146,12 +167,18 @@ class Cluster(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     custom_timeouts=pulumi.CustomTimeouts(create=f"{c.create_timeout_minutes}m"),
+                    depends_on=[*args.egress_ready, *([self.tracking_disk] if self.tracking_disk else [])],
+                    # A ForceNew input (service_cidr, proxy_mode, ip_stack, ...) would rebuild the whole platform:
+                    # protected (components/cloud/guards.py); teardown.py lifts it for an intended destroy.
+                    protect=rebuild_guard(),
                     # `addons` is create-only (SDK docs): a later version bump is applied by the
                     # cs.KubernetesAddon of components/cloud/addons.py, and must not show up as a cluster update.
                     ignore_changes=["addons"])),
             )
             self.cluster_id = self.cluster.id
             arn = self.cluster.rrsa_metadata.ram_oidc_provider_arn
+        # The create-only settings as last deployed, checked against this run's (components/cloud/create_only.py).
+        self.create_only = checked_create_only(s, pulumi.ResourceOptions(parent=self))
         self.oidc = _Oidc(provider_arn=arn, issuer_url=self.cluster.rrsa_metadata.rrsa_oidc_issuer_url)
 
         # Fetched on every run (the TF implementation asks for the public-endpoint kubeconfig); a short-lived

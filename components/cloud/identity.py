@@ -76,10 +76,27 @@ def service_account_subject(namespace: str, service_account: str) -> str:
     return f"system:serviceaccount:{namespace}:{service_account}"
 
 
+# RAM role and policy names: at most 64 characters (RAM CreateRole RoleName; CreatePolicy PolicyName is 128).
+RAM_ROLE_NAME_MAX = 64
+# The longest suffix this module appends to a role prefix: `-oss-csi` and the policy's `-oss`.
+_LONGEST_SUFFIX = len("-oss-csi") + len("-oss")
+
+
+def ram_name_prefix(s: Settings) -> str:
+    """`<name>-<region>` (RAM is global per account: two regions with the same `name` would collide on
+    EntityAlreadyExists.Role), or `<name>` for stacks created before the region was added (storage.ram_names)."""
+    prefix = s.name if s.storage.ram_names == "legacy" else f"{s.name}-{s.region}"
+    if len(prefix) + _LONGEST_SUFFIX > RAM_ROLE_NAME_MAX:
+        raise ValueError(f"name + region: RAM role names would exceed {RAM_ROLE_NAME_MAX} characters "
+                         f"({prefix!r} + {_LONGEST_SUFFIX}); shorten `name`")
+    return prefix
+
+
 def role_specs(s: Settings) -> list[RoleSpec]:
     """The RRSA roles of this stack (none with storage.auth=access_key)."""
     if s.storage.auth != "rrsa":
         return []
+    p = ram_name_prefix(s)
     st = s.storage
     ns = s.job.namespace
     data_rw = (st.datasets_prefix, st.models_prefix)
@@ -87,19 +104,19 @@ def role_specs(s: Settings) -> list[RoleSpec]:
     # tracking) the MLflow artifact volume read-write (components/workloads/training/volumes.py, components/workloads/tracking.py).
     csi_rw = (st.checkpoints_prefix, *((st.tracking_prefix,) if s.tracking.enabled else ()))
     specs = [
-        RoleSpec("csi", f"{s.name}-oss-csi", CSI_FUSE_NAMESPACE, CSI_FUSE_SERVICE_ACCOUNT,
+        RoleSpec("csi", f"{p}-oss-csi", CSI_FUSE_NAMESPACE, CSI_FUSE_SERVICE_ACCOUNT,
                  read=(*data_rw, *csi_rw), write=csi_rw,
                  description="OSS CSI fuse pods: read datasets/models, read-write checkpoints and tracking (RRSA)"),
-        RoleSpec("data", f"{s.name}-data", ns, DATASET_SERVICE_ACCOUNT, read=data_rw, write=data_rw,
+        RoleSpec("data", f"{p}-data", ns, DATASET_SERVICE_ACCOUNT, read=data_rw, write=data_rw,
                  description="Dataset and model staging jobs: write datasets and models (RRSA)"),
         # Only its own experiment's checkpoints: a run (or code it executes) cannot read, overwrite or delete
         # another experiment's under the same checkpoints_prefix.
-        RoleSpec("train", f"{s.name}-train", ns, TRAINING_SERVICE_ACCOUNT,
+        RoleSpec("train", f"{p}-train", ns, TRAINING_SERVICE_ACCOUNT,
                  read=(*data_rw, checkpoint_key_prefix(s)), write=(checkpoint_key_prefix(s),),
                  description="Training pods: read datasets/models, read-write this experiment's checkpoints (RRSA)"),
     ]
     if s.tracking.enabled:
-        specs.append(RoleSpec("mlflow", f"{s.name}-mlflow", ns, TRACKING_SERVICE_ACCOUNT,
+        specs.append(RoleSpec("mlflow", f"{p}-mlflow", ns, TRACKING_SERVICE_ACCOUNT,
                               read=(st.tracking_prefix,), write=(st.tracking_prefix,),
                               description="MLflow tracking server: read-write tracking artifacts (RRSA)"))
     return specs

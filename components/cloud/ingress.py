@@ -16,6 +16,7 @@ Teardown order: the AlbConfig depends on the controller add-on, so `pulumi destr
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import pulumi
@@ -37,6 +38,18 @@ def certificate_id_suffix(s: Settings) -> str:
         return s.sandbox.tls.certificate_id_suffix
     mainland = s.region.startswith("cn-") and s.region != "cn-hongkong"
     return "cn-hangzhou" if mainland else "ap-southeast-1"
+
+
+def certificate_name_for(s: Settings, certificate_pem: str) -> str:
+    """`<name>-sandbox-<first 8 hex of the certificate's SHA-256>`: a renewed certificate gets a new name."""
+    return f"{s.name}-sandbox-{hashlib.sha256(certificate_pem.strip().encode()).hexdigest()[:8]}"
+
+
+def certificate_name(s: Settings, certificate_pem: pulumi.Output[str]) -> pulumi.Output[str]:
+    """certificate_name_for on the secret certificate Output. The name is shown in previews (unsecret): a prefix
+    of the hash of a certificate, which the server hands to every TLS client, reveals nothing; the certificate
+    Output itself stays secret."""
+    return pulumi.Output.unsecret(certificate_pem.apply(lambda pem: certificate_name_for(s, pem)))
 
 
 def alb_zone_mappings(s: Settings, node_vswitch_ids: dict[str, pulumi.Input[str]]) -> list[dict]:
@@ -128,15 +141,25 @@ class Ingress(pulumi.ComponentResource):
             load_balancer_edition="Standard",
             load_balancer_billing_config={"pay_type": "PayAsYouGo"},
             zone_mappings=alb_zone_mappings(s, args.network.node_vswitch_ids),
+            # Sent at create (the policy pack's cost-tags rule checks them), then left alone: the ALB Ingress
+            # controller tags an ALB it reuses (ack.aliyun.com, ingress.k8s.alibaba/*; alibaba-load-balancer-
+            # controller pkg/provider/alibaba/alb/alb.go ReuseALB) and finds it again by those tags, while the
+            # provider's Read keeps every tag but aliyun*/acs:* (terraform-provider-alicloud alicloud/tags.go
+            # tagIgnored). Without this an update or refresh would strip the controller's tags.
             tags=args.tags,
-            opts=cloud,
+            opts=pulumi.ResourceOptions.merge(cloud, pulumi.ResourceOptions(ignore_changes=["tags"])),
         )
 
         self.certificate: alicloud.cas.ServiceCertificate | None = None
         if tls.source == "upload":
             assert args.tls_certificate is not None and args.tls_private_key is not None  # components/config/secrets.py
+            # Renewal (every <= 90 days for Let's Encrypt) replaces the certificate: `cert` and `key` are ForceNew
+            # (terraform-provider-alicloud alicloud/resource_alicloud_ssl_certificates_service_certificate.go
+            # :29-54). Names are unique per account (ROS AWS::CAS::UserCertificate doc), so the name carries the
+            # content's hash and Pulumi's default create-before-delete can upload the new one beside the old; the
+            # AlbConfig below takes the new id before the old certificate is deleted.
             self.certificate = alicloud.cas.ServiceCertificate(
-                f"{name}-cert", certificate_name=f"{s.name}-sandbox", cert=args.tls_certificate,
+                f"{name}-cert", certificate_name=certificate_name(s, args.tls_certificate), cert=args.tls_certificate,
                 key=args.tls_private_key, opts=cloud)
             cas_id: pulumi.Input[str] = self.certificate.id
         else:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_alicloud as alicloud
 
+from components.cloud.guards import rebuild_guard
 from components.config import Settings
 
 
@@ -68,14 +69,17 @@ class Network(pulumi.ComponentResource):
         net = s.cluster.network
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
+        # Protected (components/cloud/guards.py): a CIDR or zone change would replace them under a cluster that
+        # still uses them; teardown.py lifts the guard for an intended destroy.
+        guarded = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=rebuild_guard()))
         self.vpc = alicloud.vpc.Network(
-            f"{name}-vpc", vpc_name=f"{s.name}-vpc", cidr_block=net.vpc_cidr, tags=args.tags, opts=child)
+            f"{name}-vpc", vpc_name=f"{s.name}-vpc", cidr_block=net.vpc_cidr, tags=args.tags, opts=guarded)
 
         self.vswitches: dict[tuple[str, str], alicloud.vpc.Switch] = {}
         for v in vswitch_plan(s):
             self.vswitches[(v["role"], v["zone"])] = alicloud.vpc.Switch(
                 f"{name}-{v['role']}-{v['zone']}", vpc_id=self.vpc.id, zone_id=v["zone"], cidr_block=v["cidr"],
-                vswitch_name=v["name"], tags=args.tags, opts=child)
+                vswitch_name=v["name"], tags=args.tags, opts=guarded)
         first_zone = s.zones[0]
 
         # Enhanced NAT (the only type ACK supports) is billed per hour and per LCU; PayAsYouGo so destroy stops

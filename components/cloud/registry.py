@@ -11,7 +11,6 @@ repository, with nothing installed at start. Nodes pull private ACR images throu
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from functools import cache
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pulumi
 import pulumi_alicloud as alicloud
 
+from components.cloud.addon_config import addon_config
 from components.config import REPO_ROOT, Settings
 from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT, ClusterRefs
 
@@ -122,7 +122,7 @@ class ImageRegistry(pulumi.ComponentResource):
         if img.source == "built" and img.credential_helper:
             self.ready.append(alicloud.cs.KubernetesAddon(
                 f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=CREDENTIAL_HELPER_ADDON,
-                config=json.dumps(credential_helper_config(settings), sort_keys=True),
+                config=addon_config(credential_helper_config(settings)),
                 # In a cluster this stack does not own, the add-on may serve other workloads: keep it on destroy.
                 opts=pulumi.ResourceOptions(parent=self, provider=provider,
                                             retain_on_delete=True if settings.cluster.mode == "existing" else None)))

@@ -129,7 +129,12 @@ class Storage(pulumi.ComponentResource):
                 server_side_encryption_rule=encryption_rule(s),
                 lifecycle_rules=lifecycle_rules(s),
                 tags=args.tags,
-                opts=keep,
+                # The separate BucketPolicy and BucketLogging resources own these. The Bucket's own inline
+                # `policy` and `logging` are Optional, not Computed, and its Read fills them from the live bucket
+                # (terraform-provider-alicloud alicloud/resource_alicloud_oss_bucket.go Read :910-932, :715-731),
+                # so without this the next bucket update sends DELETE ?policy and DeleteBucketLogging (:1528-1533,
+                # :1208-1211): the HTTPS-only rule and the access log would silently go.
+                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(ignore_changes=["policy", "logging"])),
             )
             bucket_name = self.bucket.bucket
             # `bucket=self.bucket.bucket` (an Output) already orders these after the bucket; no depends_on needed.

@@ -32,6 +32,9 @@ from components.config.types import (
 # Host memory kept for node daemons on every GPU node (components/model/layout.py NODE_RESERVED_MEMORY_GIB is the
 # same number; a test compares them): the Ray pod gets the rest, and its /dev/shm counts against that.
 GPU_NODE_RESERVED_MEMORY_GIB = 16
+# A PayAsYouGo + PayByTraffic EIP (the NAT's, components/cloud/network.py) accepts 1..200 Mbit/s
+# (terraform-provider-alicloud@ace5bcf website/docs/r/eip_address.html.markdown:76, `bandwidth`).
+PAY_BY_TRAFFIC_EIP_MAX_MBPS = 200
 
 
 class NetworkSettings(Strict):
@@ -49,8 +52,24 @@ class NetworkSettings(Strict):
         description="CIDRs of the Terway pod vSwitches a new VPC gets, one per zone in `zones` order.")
     service_cidr: Cidr = Field("192.168.0.0/16", description="Kubernetes Service CIDR; must not overlap VPC or pods.")
     nat_bandwidth_mbps: int = Field(
-        100, ge=1, le=10000, description="Bandwidth of the NAT gateway's pay-as-you-go EIP (PayByTraffic), Mbit/s. With vpc_id "
+        100, ge=1, le=2**31 - 1, description="Bandwidth cap of the NAT gateway's pay-as-you-go, pay-by-traffic EIP the "
+        "program creates, Mbit/s: 1 to 200, the range Alibaba Cloud allows for that billing method. With vpc_id "
         "(nothing created) the egress of that VPC's own NAT, which the latency model assumes for hub downloads.")
+
+    @model_validator(mode="after")
+    def _eip_bandwidth(self) -> NetworkSettings:
+        # Only the EIP this program creates is bound by the pay-by-traffic range; an existing VPC's NAT is the
+        # user's own (it may have a pay-by-bandwidth EIP), so its figure is only a latency-model input.
+        v = self.nat_bandwidth_mbps
+        if self.vpc_id is None and v > PAY_BY_TRAFFIC_EIP_MAX_MBPS:
+            raise ValueError(
+                f"nat_bandwidth_mbps {v} Mbit/s is above the {PAY_BY_TRAFFIC_EIP_MAX_MBPS} Mbit/s a pay-as-you-go, "
+                f"pay-by-traffic EIP allows, so the first `pulumi up` would fail; set {PAY_BY_TRAFFIC_EIP_MAX_MBPS} or "
+                "less (traffic, not the cap, is billed)")
+        if v > 10000:
+            raise ValueError(f"nat_bandwidth_mbps {v} Mbit/s is beyond any NAT egress (at most 10000); set what the "
+                             "VPC's NAT really has")
+        return self
 
     @model_validator(mode="after")
     def _no_overlap(self) -> NetworkSettings:
@@ -99,6 +118,12 @@ class ClusterSettings(Strict):
         "ACK Pro). Empty = etcd's default. The key must be an enabled KMS key of the cluster's region; ACK needs "
         "the AliyunCSManagedSecurityRole authorised to use it (docs/cloud.md).")
     network: NetworkSettings = Field(default_factory=NetworkSettings, description="VPC and vSwitches of a new cluster.")
+    allow_create_only_changes: list[Literal[
+        "cluster.public_api", "zones", "cluster.network.node_cidrs", "cluster.network.pod_cidrs",
+        "cluster.network.pod_vswitch_ids", "tracking.backend_disk"]] = Field(
+        default_factory=list, description="Create-only settings whose change from the last deployed value this "
+        "preview accepts. Without it such a change fails the preview naming the setting and the manual step "
+        "(components/cloud/create_only.py); list one after doing that step, for one `pulumi up`, then remove it.")
     create_timeout_minutes: int = Field(
         60, ge=20, le=180,
         description="How long `pulumi up` waits for a new cluster (ACK: typically 10-20 min; provider default 90).")
@@ -247,6 +272,10 @@ class StorageSettings(Strict):
     kms_key_id: CloudId | None = Field(None, description="KMS key id when sse_algorithm=KMS (empty = OSS-managed KMS key).")
     auth: Literal["rrsa", "access_key"] = Field(
         "rrsa", description="How pods reach OSS. `access_key` uses the ossAccessKeyId/Secret secret config as a fallback.")
+    ram_names: Literal["regional", "legacy"] = Field(
+        "regional", description="Physical names of the RRSA RAM roles and policies. RAM is global per account, so "
+        "`regional` (`<name>-<region>-<role>`) lets the same `name` run in two regions; `legacy` (`<name>-<role>`) "
+        "keeps the names of stacks created before 2026-12, whose roles a switch would replace (docs/cloud.md).")
     datasets_prefix: KeyPrefix = Field("datasets/", description="Key prefix of processed datasets.")
     models_prefix: KeyPrefix = Field("models/", description="Key prefix of staged model weights.")
     checkpoints_prefix: KeyPrefix = Field("checkpoints/", description="Key prefix of training checkpoints.")
@@ -323,6 +352,15 @@ DEFAULT_ADDONS: dict[str, str] = {
     "logtail": "logtail-ds",
 }
 OPTIONAL_ADDONS = ("monitoring", "node_problem_detector")
+# Add-ons ACK manages and upgrades itself, with cluster upgrades (docs/facts.md "Day 2"). `version` of a
+# cs.KubernetesAddon is Optional+Computed and a pin is compared with the live version on every update
+# (terraform-provider-alicloud@ace5bcf resource_alicloud_cs_kubernetes_addon.go :43-47, :264): after ACK upgrades
+# one, a pin shows a diff and `pulumi up` asks ACK for a downgrade, which it refuses. So these are never pinned.
+ACK_MANAGED_ADDONS = ("managed-csiprovisioner", "terway-controlplane", "arms-prometheus")
+
+
+def is_ack_managed_addon(name: str) -> bool:
+    return name.startswith("managed-") or name in ACK_MANAGED_ADDONS
 # Minimum add-on versions ACK requires for a Lingjun node pool, by add-on name (docs/facts.md §4:
 # https://www.alibabacloud.com/help/zh/ack/ack-managed-and-ack-dedicated/user-guide/create-and-manage-a-lingjun-node-pool).
 # Kube Scheduler v1.31 follows the cluster version (root.py refuses a Lingjun stack below 1.31); the program installs

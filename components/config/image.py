@@ -6,7 +6,13 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from components.config.cloud import DEFAULT_ADDONS, OPTIONAL_ADDONS, AddonSetting, SandboxManagerAddonKeys
+from components.config.cloud import (
+    DEFAULT_ADDONS,
+    OPTIONAL_ADDONS,
+    AddonSetting,
+    SandboxManagerAddonKeys,
+    is_ack_managed_addon,
+)
 from components.config.training import PIPELINE_IMPORTS
 from components.config.types import (
     AcrName,
@@ -141,6 +147,18 @@ class VersionSettings(Strict):
         if off:
             raise ValueError(f"add-on role(s) {off} cannot be disabled (only {list(OPTIONAL_ADDONS)} are optional); "
                              "remove `enabled: false`")
+        return v
+
+    @field_validator("addons")
+    @classmethod
+    def _no_pin_on_ack_managed(cls, v: dict[str, AddonSetting]) -> dict[str, AddonSetting]:
+        for role, a in v.items():
+            if a.version and is_ack_managed_addon(a.name):
+                raise ValueError(
+                    f"versions.addons.{role}.version: {a.name} is managed and upgraded by ACK, so a pin "
+                    f"({a.version}) would show a diff after ACK's next upgrade and make `pulumi up` ask for a "
+                    "downgrade ACK refuses; remove the version (the Lingjun minimum versions are checked against the "
+                    "live add-ons instead)")
         return v
 
     @field_validator("pipeline_packages", mode="before")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -52,9 +52,11 @@ class DatasetSettings(Strict):
     active_deadline_seconds: int = Field(
         7200, ge=60, le=INT64_MAX, description="Hard limit on one data Job's run time (a large model download included); "
         "`pulumi up` waits this long (plus 5 minutes) for the Jobs to complete.")
-    ttl_seconds_after_finished: int = Field(
-        86400, ge=0, le=2**31 - 1,
-        description="Seconds a finished data Job (and its pod and logs) stays before Kubernetes deletes it.")
+    ttl_seconds_after_finished: Optional[int] = Field(
+        None, ge=0, le=2**31 - 1,
+        description="Unset (default): a finished data Job (its pod and logs) stays until the stack deletes it, so "
+        "Pulumi's state stays true. A value makes Kubernetes delete it that many seconds after it finishes, behind "
+        "Pulumi: drift, and the next `pulumi up --refresh` runs the Job again.")
     staging_storage_class: StorageClassName = Field(
         "alicloud-disk-topology-alltype", description="StorageClass of the scratch disk the model staging Job "
         "downloads into (a generic ephemeral volume, deleted with the pod). The topology class binds in the pod's "
@@ -257,6 +259,14 @@ class TrackingSettings(Strict):
         "the disk in the zone the pod lands in (WaitForFirstConsumer); ACK's alicloud-disk-essd binds Immediately, in "
         "the provisioner's zone, which a multi-zone system pool may not reach. Check `kubectl get storageclass`.")
     disk_gib: int = Field(20, ge=20, le=65536, description="Backend-store disk size (ESSD minimum is 20 GiB).")
+    backend_disk: Literal["owned", "dynamic"] = Field(
+        "owned", description="`owned` (a new cluster only): the backend disk is a Pulumi-owned ECS disk (category "
+        "`disk_category`, zone `zones[0]`) bound through a static PersistentVolume and deleted after the cluster, so "
+        "destroy never leaves it billing. `dynamic`: a PVC of `storage_class`, whose disk the CSI provisioner may not "
+        "have deleted when the cluster goes (always used in an existing cluster). Switching replaces the disk: the "
+        "MLflow run history (not the artifacts, which are in OSS) starts empty.")
+    disk_category: Literal["cloud_essd", "cloud_ssd", "cloud_efficiency", "cloud_auto"] = Field(
+        "cloud_essd", description="ECS category of the owned backend disk (backend_disk: owned).")
     cpu: CpuQuantity = Field("1", description="CPU request and limit of the MLflow server.")
     memory: MemoryQuantity = Field("2Gi", description="Memory request and limit of the MLflow server.")
 

@@ -201,16 +201,16 @@ def _job(s: Settings, code: PipelineCode, *, component: str, module: str, pins: 
     }
     if sched.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in sched.tolerations]
+    spec: dict = {"backoffLimit": d.backoff_limit, "activeDeadlineSeconds": d.active_deadline_seconds}
+    if d.ttl_seconds_after_finished is not None:
+        # Only on request: the TTL controller deletes the Job behind Pulumi (drift, a re-run on `up --refresh`).
+        spec["ttlSecondsAfterFinished"] = d.ttl_seconds_after_finished
+    spec["template"] = {"metadata": {"labels": labels}, "spec": pod_spec}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "", "namespace": s.job.namespace, "labels": dict(labels)},
-        "spec": {
-            "backoffLimit": d.backoff_limit,
-            "activeDeadlineSeconds": d.active_deadline_seconds,
-            "ttlSecondsAfterFinished": d.ttl_seconds_after_finished,
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-        },
+        "spec": spec,
     }
 
 

@@ -83,14 +83,43 @@ def server_command(s: Settings) -> list[str]:
     ]
 
 
-def backend_pvc_manifest(s: Settings) -> dict:
+DISK_CSI_DRIVER = "diskplugin.csi.alibabacloud.com"
+DISK_ZONE_KEY = "topology.diskplugin.csi.alibabacloud.com/zone"
+
+
+def backend_pv_name(s: Settings) -> str:
+    return f"{s.job.namespace}-{BACKEND_PVC}"
+
+
+def backend_pv_manifest(s: Settings, disk_id: pulumi.Input[str]) -> dict:
+    """A static PV of the Pulumi-owned backend disk (tracking.backend_disk: owned), in the disk's zone (ACK
+    "Use statically provisioned disks to persist data": driver, volumeHandle = disk id, zone nodeAffinity). Retain:
+    Pulumi deletes the disk itself, after the cluster."""
     t = s.tracking
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": backend_pv_name(s), "labels": dict(LABELS)},
+        "spec": {"capacity": {"storage": f"{t.disk_gib}Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                 "claimRef": {"namespace": s.job.namespace, "name": BACKEND_PVC},
+                 "csi": {"driver": DISK_CSI_DRIVER, "volumeHandle": disk_id, "fsType": "ext4"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": DISK_ZONE_KEY, "operator": "In", "values": [s.zones[0]]}]}]}}},
+    }
+
+
+def backend_pvc_manifest(s: Settings, static: bool = False) -> dict:
+    t = s.tracking
+    spec: dict = {"accessModes": ["ReadWriteOnce"], "storageClassName": "" if static else t.storage_class,
+                  "resources": {"requests": {"storage": f"{t.disk_gib}Gi"}}}
+    if static:
+        spec["volumeName"] = backend_pv_name(s)
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": BACKEND_PVC, "namespace": s.job.namespace, "labels": dict(LABELS)},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": t.storage_class,
-                 "resources": {"requests": {"storage": f"{t.disk_gib}Gi"}}},
+        "spec": spec,
     }
 
 
@@ -185,6 +214,8 @@ class TrackingArgs:
     cluster: ClusterRefs
     storage: StorageRefs
     identity: WorkloadIdentity
+    # The Pulumi-owned backend disk (components/cloud/cluster.py, tracking.backend_disk: owned); None = dynamic PVC.
+    backend_disk_id: Optional[pulumi.Input[str]] = None
 
 
 class Tracking(pulumi.ComponentResource):
@@ -217,8 +248,16 @@ class Tracking(pulumi.ComponentResource):
         self.artifacts_pvc = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-artifacts-pvc", **resource_kwargs(persistent_volume_claim(s, vol, namespace=ns)),
             opts=child([*in_namespace, self.artifacts_pv], ignore_changes=["spec.resources"]))
+        self.backend_pv: k8s.core.v1.PersistentVolume | None = None
+        if args.backend_disk_id is not None:
+            self.backend_pv = k8s.core.v1.PersistentVolume(
+                f"{name}-backend-pv", **resource_kwargs(backend_pv_manifest(s, args.backend_disk_id)),
+                # A bigger tracking.disk_gib grows the ECS disk in place; the bound volume and claim are not replaced.
+                opts=child(csi, ignore_changes=["spec.capacity"]))
+        static = {"ignore_changes": ["spec.resources"]} if self.backend_pv is not None else {}
         self.backend_pvc = k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-backend-pvc", **resource_kwargs(backend_pvc_manifest(s)), opts=child([*in_namespace, *csi]))
+            f"{name}-backend-pvc", **resource_kwargs(backend_pvc_manifest(s, static=self.backend_pv is not None)),
+            opts=child([*in_namespace, *csi, *([self.backend_pv] if self.backend_pv else [])], **static))
         # The pod mounts both claims by name and runs on the system pool (cluster.ready).
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-server", **resource_kwargs(deployment_manifest(s, args.identity.tracking_service_account)),

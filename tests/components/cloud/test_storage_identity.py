@@ -175,7 +175,7 @@ def test_the_job_namespace_enables_pod_identity_injection_and_service_accounts_n
     ns = rec.get("kubernetes:core/v1:Namespace", "identity-namespace")
     assert ns.inputs["metadata"] == {"name": "verl", "labels": {INJECTION_LABEL: "on",
                                                                 **pod_security_labels("baseline")}}
-    roles = {"data": "verl-dev-data", "train": "verl-dev-train", "mlflow": "verl-dev-mlflow"}
+    roles = {k: f"verl-dev-ap-southeast-1-{k}" for k in ("data", "train", "mlflow")}
     for key, role in roles.items():
         sa = rec.get(SA, f"identity-sa-{key}")
         assert sa.inputs["metadata"]["annotations"] == {ROLE_NAME_ANNOTATION: role}
@@ -185,7 +185,7 @@ def test_the_job_namespace_enables_pod_identity_injection_and_service_accounts_n
 
 def test_the_csi_role_is_handed_to_the_volumes_through_storage_refs():
     specs = {r.key: r for r in role_specs(settings_of("dev"))}
-    assert specs["csi"].role_name == "verl-dev-oss-csi"
+    assert specs["csi"].role_name == "verl-dev-ap-southeast-1-oss-csi"
     assert trust_policy("arn", "iss", specs["csi"].subject)["Statement"][0]["Condition"]["StringEquals"][
         "oidc:sub"] == "system:serviceaccount:ack-csi-fuse:csi-fuse-ossfs"
 
@@ -282,3 +282,15 @@ def test_the_job_namespace_enforces_baseline_and_only_rdma_ray_pods_make_it_priv
     labels = record("multinode").get("kubernetes:core/v1:Namespace", "identity-namespace").inputs["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
     assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+
+
+def test_ram_names_carry_the_region_so_the_same_stack_name_in_two_regions_does_not_collide():
+    here = {r.key: r.role_name for r in role_specs(settings_of("dev"))}
+    there = {r.key: r.role_name for r in role_specs(settings_of("dev", {"region": "cn-hangzhou",
+                                                                         "zones": ["cn-hangzhou-h", "cn-hangzhou-i"],
+                                                                         "gpu_pool": {"zone": "cn-hangzhou-h"}}))}
+    assert here.keys() == there.keys() and not set(here.values()) & set(there.values())
+    legacy = {r.key: r.role_name for r in role_specs(settings_of("dev", {"storage": {"ram_names": "legacy"}}))}
+    assert legacy["train"] == "verl-dev-train", "stacks created before the region was added keep their roles"
+    rec = record("dev")
+    assert rec.get(ROLE, "identity-role-train").inputs["roleName"] == here["train"], "the logical name is unchanged"

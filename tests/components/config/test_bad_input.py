@@ -212,3 +212,11 @@ def test_an_unquoted_timestamp_in_the_settings_is_refused_with_its_line_and_the_
     [problem] = info.value.problems
     assert problem.field == "name" and problem.message.endswith(f"(Pulumi.bad.yaml line {line})")
     assert 'quote it: "2024-01-01 10:00:00"' in problem.message
+        parse_settings(raw)
+    assert [p.field for p in info.value.problems] == ["name"]
+
+
+def test_a_nat_eip_bandwidth_above_what_pay_by_traffic_allows_is_refused_before_the_first_up():
+    refused({"cluster": {"network": {"nat_bandwidth_mbps": 400}}}, "cluster.network.nat_bandwidth_mbps",
+            "set 200 or less")
+    assert parse_settings(stack_settings("dev", {"cluster": {"network": {"nat_bandwidth_mbps": 200}}}))

@@ -1,0 +1,107 @@
+"""Create-only settings of a new cluster: a change must never look like it worked.
+
+ACK reads some cluster inputs only in CreateCluster: `slb_internet_enabled` (cluster.public_api) is in neither the
+provider's Update nor its Read (terraform-provider-alicloud@ace5bcf resource_alicloud_cs_managed_kubernetes.go :687
+Create only; the Update's HasChanges list :1124-1125), and `pod_vswitch_ids` "only works for Create" (pulumi_alicloud
+4.0.0 cs/managed_kubernetes.py). A change shows as a normal `~` update that applies and does nothing (the API
+server stays public), or replaces vSwitches the cluster's nodes and Terway ENIs still sit on (their delete retries
+on DependencyViolation until it times out: resource_alicloud_vswitch.go :380-388).
+
+So the program exports `create_only` (these settings' values as last deployed) and reads it back through a
+StackReference to the stack itself. A fresh stack has no outputs yet (the engine's GetStackOutputs returns an
+empty map for a stack without a deployment: docs/facts.md "Day 2"), so the first `up` records them. Any later
+preview in which one of them differs fails, naming the setting, why, and the manual step, unless the stack file
+lists it in `cluster.allow_create_only_changes` (after the manual step, or accepting that nothing changes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.config import Settings
+
+OUTPUT = "create_only"  # the stack output holding the values as last deployed
+
+# setting path -> (why a change does not apply, the manual step)
+RULES: dict[str, tuple[str, str]] = {
+    "cluster.public_api": (
+        "ACK reads slb_internet_enabled only when it creates the cluster; the update would report success and "
+        "the API server's public endpoint would stay as it is",
+        "bind or unbind the API server's EIP in the ACK console (the cluster's basic information; "
+        "docs/uncertain-facts.md), then list the setting in cluster.allow_create_only_changes for one `pulumi up`"),
+    "zones": (
+        "the vSwitches' zone_id and the cluster's Terway pod_vswitch_ids are create-only: new vSwitches would "
+        "replace ones the nodes and Terway ENIs still use, and their delete fails (DependencyViolation)",
+        "build a new platform stack in the new zones and move the experiments to it (docs/review-and-teardown.md "
+        "\"Rebuilding on purpose\")"),
+    "cluster.network.node_cidrs": (
+        "a vSwitch's cidr_block is ForceNew: the node vSwitches would be replaced under the running nodes",
+        "add the new vSwitch by hand in the VPC console and a node pool on it, or rebuild (docs/review-and-"
+        "teardown.md \"Rebuilding on purpose\")"),
+    "cluster.network.pod_cidrs": (
+        "a vSwitch's cidr_block is ForceNew and the cluster's Terway pod_vswitch_ids are create-only: the pod "
+        "vSwitches would be replaced while Terway ENIs sit on them",
+        "add pod vSwitches to Terway's eni-config in kube-system by hand, or rebuild (docs/review-and-"
+        "teardown.md \"Rebuilding on purpose\")"),
+    "cluster.network.pod_vswitch_ids": (
+        "the cluster's Terway pod_vswitch_ids are sent only at creation: the update would do nothing",
+        "add the vSwitches to Terway's eni-config in kube-system by hand, then list the setting in "
+        "cluster.allow_create_only_changes for one `pulumi up`"),
+    "tracking.backend_disk": (
+        "switching between the owned and the dynamically provisioned MLflow backend disk replaces the disk: the run "
+        "history in its sqlite file would start empty (the artifacts in OSS stay)",
+        "copy /mlflow/backend (the sqlite file) off the MLflow pod first, then list the setting in "
+        "cluster.allow_create_only_changes for one `pulumi up` and copy the file back"),
+}
+CREATE_ONLY_SETTINGS = tuple(RULES)
+
+
+def create_only_values(s: Settings) -> dict[str, Any]:
+    """The values of the create-only settings of this stack's new cluster (empty when it creates none)."""
+    if s.cluster.mode != "new":
+        return {}
+    net = s.cluster.network
+    out: dict[str, Any] = {"cluster.public_api": s.cluster.public_api, "zones": list(s.zones)}
+    if net.vpc_id is None:
+        out["cluster.network.node_cidrs"] = list(net.node_cidrs)
+        out["cluster.network.pod_cidrs"] = list(net.pod_cidrs)
+    else:
+        out["cluster.network.pod_vswitch_ids"] = list(net.pod_vswitch_ids)
+    if s.tracking.enabled and s.kind != "experiment":
+        out["tracking.backend_disk"] = s.tracking.backend_disk
+    return out
+
+
+def refused_changes(previous: dict | None, current: dict[str, Any], allowed: list[str]) -> list[str]:
+    """One message per create-only setting whose value differs from the last deployed one and is not allowed."""
+    if not previous:
+        return []  # a fresh stack, or one deployed before this check existed: nothing to compare with yet
+    out = []
+    for path, value in current.items():
+        if path in previous and previous[path] != value and path not in allowed:
+            why, step = RULES[path]
+            out.append(f"refused change: {path} {previous[path]!r} -> {value!r}: {why}. Manual step: {step}.")
+    return out
+
+
+def own_stack_name() -> str:
+    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+
+
+def checked_create_only(s: Settings, opts: pulumi.ResourceOptions) -> pulumi.Output[dict] | None:
+    """The `create_only` stack output: these settings' values, once the previous deployment's agree with them.
+    Exported, so a refused change fails the preview (an exception in an exported Output fails the program)."""
+    current = create_only_values(s)
+    if not current:
+        return None
+    previous = pulumi.StackReference("own-outputs", stack_name=own_stack_name(), opts=opts).get_output(OUTPUT)
+
+    def check(prev: Any) -> dict:
+        if problems := refused_changes(prev if isinstance(prev, dict) else None, current,
+                                       list(s.cluster.allow_create_only_changes)):
+            raise pulumi.RunError("\n".join(problems))
+        return current
+
+    return previous.apply(check)

@@ -1,0 +1,29 @@
+"""What guards a stack against an accidental rebuild: Pulumi's `protect` on the resources whose replacement
+rebuilds the whole platform (the cluster, the VPC, the vSwitches; a ForceNew input of any of them would replace
+the cluster, both pools, every add-on and every Kubernetes object: about 38 minutes of platform).
+
+A protected resource cannot be deleted or replaced: `pulumi up` fails naming it instead. An intended destroy goes
+through teardown.py, which unprotects exactly these types in the state (`pulumi state unprotect`) and runs
+`pulumi destroy --run-program` with `VERL_ACK_DESTROY=1`, under which the program leaves `protect` off, so the
+program run inside the destroy does not put the bit back. A deliberate rebuild is documented in
+docs/review-and-teardown.md ("Rebuilding on purpose").
+"""
+
+from __future__ import annotations
+
+import os
+
+# Set by teardown.py for the `pulumi destroy` it runs; nothing else should set it.
+DESTROY_ENV = "VERL_ACK_DESTROY"
+# Type tokens of the resources this program protects against an accidental rebuild (new ones only: an existing
+# cluster or VPC is read or named, never managed). teardown.py unprotects exactly these.
+GUARDED_TYPES = (
+    "alicloud:cs/managedKubernetes:ManagedKubernetes",
+    "alicloud:vpc/network:Network",
+    "alicloud:vpc/switch:Switch",
+)
+
+
+def rebuild_guard() -> bool:
+    """The `protect` option of a guarded resource: on, unless teardown.py is destroying the stack."""
+    return os.environ.get(DESTROY_ENV) != "1"
