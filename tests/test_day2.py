@@ -17,18 +17,9 @@ from tests.conftest import REPO, STACKS, deep_merge, record
 
 # The diffs a second preview still shows on this branch, each a defect of issue 19 that another branch fixes
 # (add-on config JSON: items 1; ALB controller tags: 2; bucket policy/logging: 3; data Job TTL: 4).
-# EMPTY THESE AT MERGE: the test then asserts what the issue asks, an empty second preview for every stack.
-_CONFIG = ("update", ("config",))
-_TAGS = ("update", ('tags["ack.aliyun.com"]', 'tags["ingress.k8s.alibaba/albconfig"]',
-                    'tags["ingress.k8s.alibaba/resource"]'))
-_BUCKET = ("update", ("logging", "policy"))
-_JOBS = {"data-dataset": ("create", ()), "data-model": ("create", ())}
-_SINGLE = {"addons-alb": _CONFIG, "sandbox-addons-manager": _CONFIG, "ingress-alb": _TAGS, "storage-bucket": _BUCKET,
-           **_JOBS}
-KNOWN_DEFECTS: dict[str, dict[str, tuple]] = {
-    "dev": _SINGLE, "multinode": _SINGLE, "existing-ecs": _JOBS, "dev-grpo": _JOBS,
-    "dev-platform": {**{k: v for k, v in _SINGLE.items() if k not in _JOBS}, "image-acr-credential-helper": _CONFIG},
-}
+# Every defect issue 19 named (spaced add-on JSON, stripped controller tags, the bucket's inline policy and logging,
+# TTL-deleted Jobs) is fixed: the second preview of every stack is empty. A stack listed here would say what is not.
+KNOWN_DEFECTS: dict[str, dict[str, tuple]] = {}
 
 
 def _runner(stack: str, overrides: dict | None = None) -> day2.Runner:
@@ -67,12 +58,13 @@ def test_a_new_service_cidr_replaces_the_cluster_and_with_it_every_pool_add_on_a
     first = record("dev")
     assert report["ack-cluster"] == ("replace", ("serviceCidr",))
     assert report["ack-k8s"][0] == "replace"  # its clusterIdentifier is the cluster id
-    known = KNOWN_DEFECTS.get("dev", {})
     for r in first.resources:
-        if r.custom and (r.type.startswith(("kubernetes:", "alicloud:cs/")) and not r.options.get("read")):
-            # a Job the TTL removed (a known defect above) is created, not replaced
-            expected = "create" if known.get(r.name, ("",))[0] == "create" else "replace"
-            assert report.get(r.name, known.get(r.name, ("no change",)))[0] == expected, r.name
+        # every Kubernetes object (its provider is keyed on the cluster) and every alicloud resource of the cluster
+        # (pools, add-ons: clusterId is ForceNew); the in-region registry's namespace and repository are not
+        under_cluster = r.type.startswith("kubernetes:") or "clusterId" in r.inputs
+        if r.custom and under_cluster and r.type.startswith(("kubernetes:", "alicloud:cs/")) and not r.options.get("read"):
+            assert report.get(r.name, ("no change",))[0] == "replace", r.name
+    assert report.get("image-namespace") is None  # the ACR instance is not under the cluster
     assert report.get("net-vpc") is None and report.get("storage-bucket") is None  # not under the cluster
 
 

@@ -260,9 +260,6 @@ def test_the_warm_platform_critical_path_excludes_everything_the_platform_owns(p
         stack_settings(EXPERIMENT)).latency.job_submit_no_pip_minutes, "the built image installs nothing at start"
 
 
-@pytest.mark.xfail(strict=True, reason="the cluster now waits for the SNAT entries (issue 19 item 12: ACK's own "
-                   "snat_entry default must not race them), about 3 modelled minutes that the chain definition in "
-                   "offline/report/latency.py does not count yet (lead: add the egress wait to the chain)")
 def test_a_new_platform_plus_experiment_is_within_1_1x_the_unavoidable_chain(pair_plan):
     split = pair_plan["sections"]["latency"]["split"]
     assert split["fresh_first_step_minutes"] <= 1.1 * split["chain_minutes"], split
@@ -271,9 +268,6 @@ def test_a_new_platform_plus_experiment_is_within_1_1x_the_unavoidable_chain(pai
         split["platform_up_minutes"] + split["warm_first_step_minutes"], abs=0.02)
 
 
-@pytest.mark.xfail(strict=True, reason="met only with dev-platform's 400 Mbit/s NAT EIP, which Alibaba Cloud refuses "
-                   "(pay-by-traffic allows 1..200; issue 19 item 13): at 200 Mbit/s the warm run's model download "
-                   "takes 7.2 min and the first step 16.2 min. Needs the model staged in-region (lead's decision).")
 def test_an_experiment_on_a_warm_platform_reaches_its_first_step_within_15_minutes(pair_plan):
     """ESTIMATE (docs/latency.md): the platform keeps the Lingjun pool joined with the image pre-pulled."""
     split = pair_plan["sections"]["latency"]["split"]
