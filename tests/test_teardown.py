@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import keeper.copy as keeper_copy  # keep() heads through the copy module
 import teardown
 from pipeline.oss_client import ObjectStat
 from teardown import (
@@ -309,7 +310,7 @@ def test_a_copy_racing_a_writer_of_the_same_key_does_not_overwrite_it(fake_oss):
     client = fake_oss.client()
     plan = make_plan(client, bucket="ckpt", checkpoints_prefix="checkpoints/", project="gsm8k-tool-agent",
                      experiment="qwen-grpo", dest_bucket="ckpt", kept_root="kept/")
-    real_head = teardown.head
+    real_head = keeper_copy.head
     raced = KEPT_STEP_2 + "data.pt"
 
     def head_then_race(c, bucket, key):
@@ -318,11 +319,11 @@ def test_a_copy_racing_a_writer_of_the_same_key_does_not_overwrite_it(fake_oss):
             fake_oss.put("ckpt", raced, b"written meanwhile")
         return stat
 
-    teardown.head = head_then_race
+    keeper_copy.head = head_then_race
     try:
         result = keep(client, plan, log=lambda _: None)
     finally:
-        teardown.head = real_head
+        keeper_copy.head = real_head
     assert not result.ok
     assert fake_oss.get("ckpt", raced) == b"written meanwhile"
     assert any("FileAlreadyExists" in p for p in result.problems.values())
