@@ -88,6 +88,7 @@ class FakeAccount:
     acr_instances: dict[str, list[str]] = field(default_factory=lambda: {
         "cri-devplatform00000": ["verl-ack-dev-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
         "cri-devregistry000000": ["verl-ack-dev-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
+        "cri-k2m8q4w7e1r5t9y3": ["verl-ack-dev-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],  # tests: a real-looking id
         "cri-abc123": ["team-registry-vpc.ap-southeast-1.cr.aliyuncs.com"],
         "cri-abc": ["inst-registry-vpc.ap-southeast-1.cr.aliyuncs.com"]})
     ram_roles: list[str] = field(default_factory=lambda: [

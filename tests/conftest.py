@@ -60,6 +60,17 @@ def stack_settings(stack: str, overrides: dict | None = None) -> dict:
     return out
 
 
+# dev's settings with an account's real-looking values in place of every shipped placeholder (the Lingjun ids, the
+# machines' VPC and vSwitches, the ACR instance); the sandbox domain is left to the caller.
+REAL_DEV_VALUES = {
+    "gpu_pool": {"lingjun": {"eflo_cluster_id": "i118191731733789436", "eflo_node_group_id": "i127062918265143",
+                             "node_ids": ["e01-cn-fw7a2b3c4d5"]}},
+    "cluster": {"network": {"vpc_id": "vpc-t4n8x2k3m9q1w5e7r6y4a", "node_vswitch_ids": ["vsw-t4n1a", "vsw-t4n1b"],
+                            "pod_vswitch_ids": ["vsw-t4p1a", "vsw-t4p1b"]}},
+    "image": {"enterprise_instance_id": "cri-k2m8q4w7e1r5t9y3"},
+}
+
+
 def record(stack: str = "dev", overrides: dict | None = None) -> Recording:
     """Run __main__.py for a stack (plus overrides) under the recording engine; cached per session."""
     key = json.dumps([stack, overrides or {}], sort_keys=True)

@@ -13,7 +13,7 @@ import plan
 import teardown
 from components.config import STACKS_DIR, SettingsError, raw_settings
 from components.model import parse_settings
-from tests.conftest import stack_settings
+from tests.conftest import REAL_DEV_VALUES, deep_merge, stack_settings
 
 REPO = plan.REPO
 
@@ -146,8 +146,9 @@ def test_plan_md_and_plan_json_list_the_placeholders_as_the_before_your_first_up
 def test_a_stack_without_placeholders_says_so_in_the_checklist(tmp_path):
     doc = _dev_doc()
     s = doc["config"]["verl-ack:settings"]
-    s["gpu_pool"]["lingjun"] = {"eflo_cluster_id": "i118191731733789436", "eflo_node_group_id": "i127062918265143"}
+    s.update(deep_merge(s, REAL_DEV_VALUES))
     s["sandbox"] = {"manager": "open-source"}
+    s.setdefault("versions", {})["sandbox_manager_image"] = "registry-vpc.ap-southeast-1.aliyuncs.com/team/sandbox-manager:pr165"
     path = tmp_path / "Pulumi.real.yaml"
     path.write_text(yaml.safe_dump(doc))
     result = plan.build_plan(path, "real", tmp_path / "o")

@@ -25,7 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 OUT = REPO / "docs" / "ram-policy.json"
 SCHEMA = REPO / "tests" / "data" / "alicloud_provider_schema.json"
-STACKS = ("dev", "multinode", "existing-ecs", "dev-platform", "dev-grpo")
+STACKS = ("dev", "multinode", "existing-ecs", "dev-platform", "dev-grpo", "dev-sweep")
+# What the program creates that no shipped stack does: the VPC, NAT, EIP and SNAT entries of a stack on an ECS GPU
+# pool (Lingjun stacks use their machines' VPC). Rendered as dev with these settings.
+NEW_VPC_VARIANT = {"gpu_pool": {"kind": "ecs", "lingjun": None,
+                                "ecs": {"instance_types": ["ecs.gn7i-c16g1.4xlarge"], "min_nodes": 0}},
+                   "cluster": {"network": {"vpc_id": None, "node_vswitch_ids": [], "pod_vswitch_ids": [],
+                                           "nat_bandwidth_mbps": 100}}}
 # API product (as the provider's RPC calls name it) -> RAM code. Source: each product's "RAM authorization" page of
 # the API reference (https://help.aliyun.com/zh/ssl-certificate/developer-reference/api-cas-2020-04-07-ram states
 # cas -> yundun-cert; the others use the product code, docs/uncertain-facts.md).
@@ -72,7 +78,14 @@ MANUAL: dict[str, list[tuple[str, str, str]]] = {
         ("alidns:DeleteDomainRecord", "resource_alicloud_alidns_record.go", r"\.DeleteDomainRecord\("),
         ("alidns:DescribeDomainRecordInfo", "service_alicloud_alidns.go",
          r"func \(s \*AlidnsService\) DescribeAlidnsRecord\(")],
+    "alicloud:cs/autoscalingConfig:AutoscalingConfig": [  # create and update both send CreateAutoscalingConfig
+        ("cs:CreateAutoscalingConfig", "resource_alicloud_cs_autoscaling_config.go",
+         r"client\.CreateAutoscalingConfig\(tea\.String\(clusterId\)")],
     # Invokes: the account checks and the cluster credential.
+    "alicloud:cs/getKubernetesAddons:getKubernetesAddons": [  # the Lingjun add-on floors, read at preview
+        ("cs:ListAddons", "service_alicloud_cs.go", r"s\.client\.ListAddons\(request\)"),
+        ("cs:GetClusterAddonInstance", "service_alicloud_cs.go", r"s\.client\.GetClusterAddonInstance\("),
+        ("cs:DescribeAddon", "service_alicloud_cs.go", r"s\.client\.DescribeAddon\(&name, req\)")],
     "alicloud:cs/getClusterCredential:getClusterCredential": [
         ("cs:DescribeClusterUserKubeconfig", "data_source_alicloud_cs_cluster_credential.go",
          r"DescribeClusterUserKubeconfigResponseBody")],
@@ -101,9 +114,19 @@ def recorded() -> tuple[set[str], set[str]]:
 
     types: set[str] = set()
     invokes: set[str] = set()
+    import yaml
+
+    def merged(base: dict, over: dict) -> dict:
+        return {**base, **{k: merged(base.get(k) or {}, v) if isinstance(v, dict) and v else v for k, v in over.items()}}
+
     with tempfile.TemporaryDirectory() as tmp:
-        for stack in STACKS:
-            result = plan.build_plan(plan.stack_file(stack), stack, Path(tmp) / stack)
+        doc = yaml.safe_load(plan.stack_file("dev").read_text())
+        key = "verl-ack:settings"
+        doc["config"][key] = merged(doc["config"][key], NEW_VPC_VARIANT)
+        variant = Path(tmp) / "Pulumi.dev-new-vpc.yaml"
+        variant.write_text(yaml.safe_dump(doc, sort_keys=False))
+        for stack, path in [*((s, plan.stack_file(s)) for s in STACKS), ("dev-new-vpc", variant)]:
+            result = plan.build_plan(path, stack, Path(tmp) / stack)
             types |= {r["type"] for r in result["resources"]
                       if r["type"].startswith("alicloud:") and not (r["options"] or {}).get("read")}
             invokes |= {i["token"] for i in result["invokes"] if i["token"].startswith("alicloud:")}

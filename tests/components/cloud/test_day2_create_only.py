@@ -12,7 +12,7 @@ from components.cloud.create_only import CREATE_ONLY_SETTINGS, create_only_value
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
 from offline.engine import STACK_REFERENCE_TYPE, run_program
 from plan import stack_config
-from tests.components.cloud.test_common import EXISTING_VPC, settings_of
+from tests.components.cloud.test_common import EXISTING_VPC, NEW_VPC, settings_of
 from tests.conftest import REPO, stack_settings
 
 
@@ -49,10 +49,13 @@ def test_turning_the_public_api_off_on_a_live_stack_fails_the_preview_naming_the
     assert "allow_create_only_changes" in str(info.value)
 
 
-def test_changing_pod_cidrs_fails_the_preview_instead_of_a_half_applied_network(deployed):
+def test_changing_pod_cidrs_fails_the_preview_instead_of_a_half_applied_network():
+    # pod CIDRs are the program's own only where it builds the VPC (an ECS pool; Lingjun stacks use their nodes' VPC)
+    deployed = preview(overrides=NEW_VPC).outputs
+    changed = {**NEW_VPC, "cluster": {"network": {**NEW_VPC["cluster"]["network"],
+                                                  "pod_cidrs": ["10.6.0.0/16", "10.7.0.0/16"]}}}
     with pytest.raises(Exception, match=r"refused change: cluster\.network\.pod_cidrs"):
-        preview(overrides={"cluster": {"network": {"pod_cidrs": ["10.6.0.0/16", "10.7.0.0/16"]}}},
-                own_outputs=deployed)
+        preview(overrides=changed, own_outputs=deployed)
 
 
 def test_an_explicitly_accepted_change_passes_and_is_recorded_for_the_next_preview(deployed):

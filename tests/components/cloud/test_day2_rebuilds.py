@@ -7,7 +7,7 @@ from components.config import PROJECT, STACKS_DIR
 from offline import fakes
 from offline.engine import run_program
 from plan import stack_config
-from tests.components.cloud.test_common import EXISTING_VPC, depends_on, settings_of
+from tests.components.cloud.test_common import EXISTING_VPC, NEW_VPC, depends_on, settings_of
 from tests.conftest import REPO, record
 
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
@@ -15,7 +15,7 @@ SNAT = "alicloud:vpc/snatEntry:SnatEntry"
 
 
 def test_a_new_cluster_waits_for_every_snat_entry_so_acks_own_snat_default_cannot_race_them():
-    rec = record("dev")
+    rec = record("dev", NEW_VPC)
     cluster = rec.get(CLUSTER, "ack-cluster")
     assert rec.by_type(SNAT) and all(depends_on(cluster, e) for e in rec.by_type(SNAT))
 
