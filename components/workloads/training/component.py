@@ -22,7 +22,8 @@ from components.wiring import (
     resource_kwargs,
 )
 from components.workloads.network_policies import ray_network_policy_manifest
-from components.workloads.training.rayjob import check_rayjob, pod_wiring, rayjob_manifest, with_platform_values
+from components.workloads.training.rayjob import check_rayjob, render_rayjob, with_platform_values
+from components.workloads.training.run_spec import pod_wiring, run_spec
 from components.workloads.training.verl_config import MCP_FILE, config_files, mcp_servers_document
 from components.workloads.training.volumes import (
     oss_volumes,
@@ -114,7 +115,9 @@ class TrainingJob(pulumi.ComponentResource):
         job_deps.append(self.network_policy)
 
         # ---- the RayJob
-        manifest = rayjob_manifest(s, layout, args.gpu, wiring)
+        # The run's values, computed once; the manifest renders them and nothing else.
+        self.spec = run_spec(s, layout, args.gpu, wiring)
+        manifest = render_rayjob(self.spec)
         check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=volumes["checkpoints"].name)
         self.entrypoint: str = manifest["spec"]["entrypoint"]
         if args.image is not None or args.tracking_uri is not None:
