@@ -29,6 +29,7 @@ import yaml
 from components.config import DNS1035, RAYJOB_NAME_MAX, Settings
 from components.model.layout import Layout
 from components.wiring import Scheduling
+from components.workloads.training.probes import ray_probes
 from components.workloads.training.run_spec import (
     PodWiring,
     RayJobError,
@@ -89,9 +90,12 @@ def ray_pod_security(s: Settings, rdma: bool) -> tuple[dict, dict]:
 
 
 def gpu_pod_template(spec: RunSpec, container: str) -> dict:
-    """One Ray pod on one whole GPU node: all its GPUs, the CPUs and memory the layout leaves for Ray."""
+    """One Ray pod on one whole GPU node: all its GPUs, the CPUs and memory the layout leaves for Ray (the head's
+    less KubeRay's submitter sidecar)."""
     rdma = spec.rdma
-    resources = {"cpu": str(spec.ray_cpus), "memory": f"{spec.memory_gib}Gi",
+    head = container == "ray-head"
+    cpus, memory = (spec.head_ray_cpus, spec.head_memory_gib) if head else (spec.ray_cpus, spec.memory_gib)
+    resources = {"cpu": str(cpus), "memory": f"{memory}Gi",
                  GPU_RESOURCE: str(spec.gpus_per_node), **({RDMA_RESOURCE: "1"} if rdma else {}),
                  **dict(spec.extra_resources)}
     pod_security, security = _pod_security(rdma, spec.run_as_non_root)
@@ -126,6 +130,8 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
             # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
             # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
             "securityContext": security,
+            # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
+            **(ray_probes(spec.ray_version, head) or {}),
         }],
         "volumes": volumes,
     }
@@ -145,15 +151,15 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
     }
 
 
-def _ray_start_params(spec: RunSpec) -> dict[str, str]:
+def _ray_start_params(spec: RunSpec, cpus: int) -> dict[str, str]:
     # Strings (the CRD's map[string]string). num-cpus without `resources`: KubeRay rejects the combination.
-    return {"num-cpus": str(spec.ray_cpus), "num-gpus": str(spec.gpus_per_node)}
+    return {"num-cpus": str(cpus), "num-gpus": str(spec.gpus_per_node)}
 
 
 def render_rayjob(spec: RunSpec) -> dict:
     """The complete RayJob of one run (reads nothing but the spec)."""
     head = {
-        "rayStartParams": {"dashboard-host": "0.0.0.0", **_ray_start_params(spec)},
+        "rayStartParams": {"dashboard-host": "0.0.0.0", **_ray_start_params(spec, spec.head_ray_cpus)},
         "serviceType": "ClusterIP",
         "template": gpu_pod_template(spec, "ray-head"),
     }
@@ -164,7 +170,7 @@ def render_rayjob(spec: RunSpec) -> dict:
             "replicas": spec.workers,
             "minReplicas": spec.workers,
             "maxReplicas": spec.workers,
-            "rayStartParams": _ray_start_params(spec),
+            "rayStartParams": _ray_start_params(spec, spec.ray_cpus),
             "template": gpu_pod_template(spec, "ray-worker"),
         }]
     body: dict = {

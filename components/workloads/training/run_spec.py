@@ -70,8 +70,10 @@ class RunSpec:
     pre_running_deadline_seconds: Optional[int]
     nodes: int  # Ray pods, one per GPU node: the head and nodes - 1 workers
     gpus_per_node: int
-    ray_cpus: int  # CPU request (and Ray num-cpus) of each Ray container
-    memory_gib: int  # memory request and limit of each Ray container
+    ray_cpus: int  # CPU request (and Ray num-cpus) of each worker's Ray container
+    memory_gib: int  # memory request and limit of each worker's Ray container
+    head_ray_cpus: int  # the head's: less KubeRay's submitter sidecar in SidecarMode (layout.py SUBMITTER_*)
+    head_memory_gib: int
     shm_gib: int
     extra_resources: tuple[tuple[str, str], ...]  # resources each GPU pod requests besides CPU, memory and GPUs
     rdma: bool  # multi-node Lingjun: host network, RDMA NICs, root with IPC_LOCK/SYS_RESOURCE
@@ -143,9 +145,10 @@ def _check_startable(s: Settings, layout: Layout, image: str, shm: int) -> None:
         raise RayJobError(f"training.rollout_engine {engine} does not run on {image}, which ships "
                           f"{'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl image "
                           "in versions.verl_image or change the engine")
-    if shm >= layout.memory_gib_per_gpu_pod:
+    pod_gib = min(layout.memory_gib_per_gpu_pod, layout.head_memory_gib)
+    if shm >= pod_gib:
         raise RayJobError(f"job.shm_gib: /dev/shm of {shm} GiB is memory-backed and counts against the pod's "
-                          f"{layout.memory_gib_per_gpu_pod} GiB; use at most {layout.memory_gib_per_gpu_pod // 2}")
+                          f"{pod_gib} GiB; use at most {pod_gib // 2}")
 
 
 def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring) -> RunSpec:
@@ -171,6 +174,8 @@ def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWir
         gpus_per_node=layout.gpus_per_node,
         ray_cpus=layout.ray_cpus_per_gpu_pod,
         memory_gib=layout.memory_gib_per_gpu_pod,
+        head_ray_cpus=layout.head_ray_cpus,
+        head_memory_gib=layout.head_memory_gib,
         shm_gib=shm,
         extra_resources=tuple(j.gpu_pod_resources.items()),
         rdma=uses_rdma(s, layout),
