@@ -176,7 +176,16 @@ class JobSettings(Strict):
     active_deadline_seconds: int = Field(
         86400, gt=0, le=INT64_MAX, description="Hard limit on the job's run time; KubeRay stops it after.")
     pre_running_deadline_seconds: int | None = Field(
-        3600, gt=0, le=2**31 - 1, description="Fail if the job is not Running within this time (KubeRay >= 1.6.0).")
+        None, gt=0, le=2**31 - 1, description="Fail the job if KubeRay has not seen its Ray cluster Ready within this "
+        "many seconds of creating it (preRunningDeadlineSeconds, KubeRay >= 1.6.0). Empty = derived from the modelled "
+        "wait (GPU nodes' boot when the pool autoscales, the whole image pull, Ray start; components/model/wait.py) x "
+        "pre_running_margin_factor + pre_running_margin_minutes. A value below the modelled wait is refused.")
+    pre_running_margin_factor: float = Field(
+        1.5, ge=1, le=100, description="Derived preRunningDeadlineSeconds: the modelled wait times this (the model's "
+        "inputs are typical rates; 1.5 covers a pull at two thirds of the modelled rate).")
+    pre_running_margin_minutes: float = Field(
+        10, ge=0, le=10080, description="Derived preRunningDeadlineSeconds: minutes added after the factor (scheduling, "
+        "volume mounts, a slow first probe).")
     ttl_seconds_after_finished: int = Field(
         300, ge=0, le=2**31 - 1, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
     backoff_limit: int = Field(0, ge=0, le=100, description="RayJob retries; each creates a new Ray cluster (GPU time).")

@@ -17,6 +17,7 @@ import yaml
 from components.cloud.registry import runtime_pip_packages, training_image
 from components.config import Settings
 from components.model.layout import Layout, check_layout
+from components.model.wait import derived_pre_running_deadline_seconds, pre_running_wait
 from components.wiring import Scheduling, tracking_uri
 from components.workloads.training.verl_config import CONFIG_DIR, config_files, config_sha256, entrypoint
 from components.workloads.training.volumes import OssVolume, oss_volumes
@@ -151,6 +152,24 @@ def _check_startable(s: Settings, layout: Layout, image: str, shm: int) -> None:
                           f"{pod_gib} GiB; use at most {pod_gib // 2}")
 
 
+def pre_running_deadline(s: Settings, image: str) -> Optional[int]:
+    """preRunningDeadlineSeconds: the stack's value, else derived from the modelled wait (components/model/wait.py);
+    none before KubeRay 1.6.0, which lacks the field. A stack value below the modelled wait would fail every run
+    before its pods could start, so it is refused."""
+    given = s.job.pre_running_deadline_seconds
+    phases = pre_running_wait(s, image)
+    wait = sum(phases.values())
+    if given is None:
+        return derived_pre_running_deadline_seconds(s, image) if s.versions.kuberay_tuple() >= (1, 6, 0) else None
+    if given < wait * 60:
+        detail = ", ".join(f"{k} {v:.1f}" for k, v in phases.items())
+        raise RayJobError(f"job.pre_running_deadline_seconds {given} is below the modelled wait of {wait * 60:.0f} s "
+                          f"({detail} min) between the RayJob's creation and its Ray cluster being Ready: KubeRay would "
+                          f"fail every run before it starts; remove it (derived: "
+                          f"{derived_pre_running_deadline_seconds(s, image)} s) or raise it")
+    return given
+
+
 def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring) -> RunSpec:
     """The run's values from the settings and the resolved layout. Raises RayJobError for a run verl, vLLM or the
     pod spec would reject."""
@@ -169,7 +188,7 @@ def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWir
         ttl_seconds_after_finished=j.ttl_seconds_after_finished,
         active_deadline_seconds=j.active_deadline_seconds,
         backoff_limit=j.backoff_limit,
-        pre_running_deadline_seconds=j.pre_running_deadline_seconds,
+        pre_running_deadline_seconds=pre_running_deadline(s, image),
         nodes=layout.nodes,
         gpus_per_node=layout.gpus_per_node,
         ray_cpus=layout.ray_cpus_per_gpu_pod,
