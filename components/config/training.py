@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from components.config.types import (
     INT64_MAX,
+    Cidr,
     CpuQuantity,
     Dns1123Label,
     EnvValue,
@@ -197,6 +198,13 @@ class JobSettings(Strict):
         description="Extra environment variables of every Ray pod, e.g. NCCL_SOCKET_IFNAME or NCCL_IB_HCA for RDMA. "
         "The right values depend on the node type's NICs (not preset: check `ibv_devices` / `ip link` on a node). "
         "NCCL_DEBUG defaults to WARN and may be overridden here.")
+    host_network_cidrs: list[Cidr] = Field(
+        default_factory=list, max_length=64,
+        description="Where the Ray pods' traffic comes from when they run on the host network (multi-node Lingjun, "
+        "RDMA): the GPU nodes' vSwitch CIDRs. NetworkPolicy pod selectors do not match host-network traffic, so the "
+        "policies that admit Ray pods (MLflow's) admit these CIDRs too. Empty = the node vSwitch CIDR of gpu_pool.zone "
+        "(cluster.network.node_cidrs) of the VPC this stack creates; required when the nodes sit in a VPC or "
+        "vSwitch the stack does not create (check the node IPs: `kubectl get nodes -o wide`).")
     gpu_pod_resources: dict[ExtendedResourceName, ResourceCount] = Field(
         default_factory=dict,
         description="Extended resources each GPU pod requests besides nvidia.com/gpu (e.g. an RDMA device-plugin "
