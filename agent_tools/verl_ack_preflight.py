@@ -357,6 +357,18 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_args(argv), then
 
 
+def environment() -> dict:
+    """Versions the figures depend on (torch, CUDA, NCCL), for the result file."""
+    try:
+        import torch
+
+        nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+        return {"torch": torch.__version__, "cuda": torch.version.cuda,
+                "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl}
+    except Exception as err:  # noqa: BLE001
+        return {"error": repr(err)}
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args, then = parse_args(sys.argv[1:] if argv is None else argv)
     expect = Expect(args.nodes, args.gpus_per_node, args.min_gpu_memory_gib, args.min_busbw_gbps)
@@ -369,7 +381,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     verdict = judge(gathered["ranks"], gathered["bench"], gathered["intra_node"], expect)
     result = {"version": RESULT_VERSION, "ok": verdict.ok and error is None,
               "problems": verdict.problems + ([error] if error else []), "backend": "nccl" if args.ray else args.backend,
-              "expect": asdict(expect), "seconds": round(time.time() - started, 1), **gathered}
+              "expect": asdict(expect), "seconds": round(time.time() - started, 1), "environment": environment(),
+              **gathered}
     text = json.dumps(result, sort_keys=True)
     print(f"verl_ack_preflight: {text}", flush=True)
     if args.json:

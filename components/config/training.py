@@ -94,6 +94,26 @@ class ModelSettings(Strict):
 
 
 # --------------------------------------------------------------------------------------------- training
+class PreflightSettings(Strict):
+    enabled: bool | None = Field(
+        None, description="Run the fabric preflight (agent_tools/verl_ack_preflight.py) from the RayJob entrypoint "
+        "before verl: every GPU's state from nvidia-smi and an NCCL all-reduce across all GPUs of all nodes; the job "
+        "fails naming the node when a check fails. Empty = on for multi-node stacks (gpu_pool.nodes > 1) only.")
+    min_busbw_gbps: float | None = Field(
+        None, ge=0, le=100000, description="Least all-reduce bus bandwidth (GB/s, nccl-tests' busbw) across all GPUs. "
+        "Empty = 20 on Lingjun (RDMA between nodes) and 0 on ECS (only GPU state and a completed all-reduce are "
+        "checked: the VPC network's speed depends on the instance type). 20 is a floor, not a target: it fails a job "
+        "whose NCCL fell back to TCP sockets between Lingjun nodes (a missing or broken RDMA NIC), which moves a few "
+        "GB/s, and passes a working RDMA fabric; UNVERIFIED on Lingjun (docs/uncertain-facts.md): set it from a "
+        "measured healthy run.")
+    size_mib: int = Field(256, ge=1, le=16384, description="All-reduce message per GPU, MiB (large enough for "
+                          "the bus bandwidth, not the latency, to dominate).")
+    iters: int = Field(20, ge=1, le=10000, description="Timed all-reduce iterations (after 5 warm-up ones).")
+    timeout_seconds: int = Field(
+        600, ge=30, le=86400, description="Bound on the preflight's process-group start and all-reduce; a hang "
+        "(NCCL waiting on a dead link) fails the job after this, naming the ranks that did not finish.")
+
+
 class TrainingSettings(Strict):
     algorithm: Literal["grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "grpo_passk", "gpg"] = Field(
         "grpo", description="verl algorithm.adv_estimator.")
@@ -135,6 +155,8 @@ class TrainingSettings(Strict):
         description="Checkpoint contents. model+optimizer+extra make a resume restore optimizer and dataloader state.")
     max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=1 << 20, description="Keep only the newest N actor checkpoints.")
 
+    preflight: PreflightSettings = Field(
+        default_factory=PreflightSettings, description="The fabric preflight before verl starts.")
     tool_timeout_seconds: int = Field(
         120, ge=1, le=3600, description="Timeout of one run_code_once call through the sandbox manager's MCP server.")
     max_tool_response_chars: int = Field(
