@@ -204,7 +204,7 @@ def _gather_json(torch: Any, dist: Any, device: Any, obj: Any, world: int) -> li
     padded[: data.numel()] = data
     out = [torch.zeros_like(padded) for _ in range(world)]
     dist.all_gather(out, padded)
-    return [json.loads(bytes(t[: int(n.item())].tolist()).decode()) for t, n in zip(out, sizes)]
+    return [json.loads(bytes(t[: int(n.item())].tolist()).decode()) for t, n in zip(out, sizes, strict=True)]
 
 
 def run_rank(rank: int, world: int, master: str, port: int, backend: str, nbytes: int, iters: int, warmup: int,
