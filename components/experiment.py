@@ -119,6 +119,7 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     training = TrainingJob("train", TrainingJobArgs(s, layout, cluster_refs, scheduling, storage_refs, identity,
                                                     secrets.sandbox_api_key,
                                                     wait_for=[*gpu_ready, *platform_ready, data],
+                                                    gate_code=data.code_config_map, gate_after=gpu_ready,
                                                     **overrides))
     return Experiment(pools=pools, identity=identity, data=data, prepull=prepull, training=training, image=image,
                       gpu_pool_id=gpu_pool_id, gpu_pool_owner=owner_check)

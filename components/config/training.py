@@ -212,6 +212,14 @@ class JobSettings(Strict):
     ttl_seconds_after_finished: int = Field(
         300, ge=0, le=2**31 - 1, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
     backoff_limit: int = Field(0, ge=0, le=100, description="RayJob retries; each creates a new Ray cluster (GPU time).")
+    node_gate: bool = Field(
+        True, description="Before the RayJob is created, a Job waits until the GPU pool's nodes are Ready with the "
+        "allocatable the job requests (nvidia.com/gpu, rdma/hca with RDMA) and fails `pulumi up` otherwise, naming "
+        "the pool, how many nodes joined and what to check (pipeline/node_gate.py). Not for an autoscaled ECS pool, "
+        "whose nodes boot only for the Ray pods.")
+    node_gate_timeout_seconds: int = Field(
+        900, ge=60, le=86400, description="How long the node gate waits for the GPU nodes after the pool resource "
+        "exists (ACK reports a pool created before its nodes are Ready).")
     shm_gib: int | None = Field(
         None, ge=1, le=65536, description="Size of the memory-backed /dev/shm of each Ray pod (vLLM, NCCL), GiB; it counts "
         "against the pod's memory. Empty = a quarter of the pod's memory, at most 64.")
