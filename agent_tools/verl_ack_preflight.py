@@ -276,29 +276,32 @@ def run_local(args: argparse.Namespace) -> dict:
 
 
 def run_ray(args: argparse.Namespace) -> dict:
-    """One Ray actor per GPU of the running Ray cluster (the RayJob's), all ranks of one process group."""
+    """One Ray actor per GPU of the running Ray cluster (the RayJob's), all ranks of one process group. With
+    `--backend gloo` (a CPU Ray cluster: tests) `--nprocs` actors without GPUs."""
     import ray
 
-    ray.init(address="auto")
+    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"))
     try:
-        world = int(ray.cluster_resources().get("GPU", 0))
+        nccl = args.backend == "nccl"
+        world = int(ray.cluster_resources().get("GPU", 0)) if nccl else (args.nprocs or 2)
         if world < 1:
             raise RuntimeError("the Ray cluster has no GPU")
 
-        @ray.remote(num_gpus=1, num_cpus=0)
+        @ray.remote(num_gpus=1 if nccl else 0, num_cpus=0)
         class Rank:
             def address(self) -> tuple[str, int]:
                 return ray.util.get_node_ip_address(), free_port()
 
             def run(self, *a: Any) -> dict:
-                return run_rank(*a, gpu_index=0)  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
+                # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU: device 0.
+                return run_rank(*a, gpu_index=0 if nccl else None)
 
         actors = [Rank.remote() for _ in range(world)]
         master, port = ray.get(actors[0].address.remote(), timeout=args.timeout_seconds)
-        refs = [a.run.remote(i, world, master, port, "nccl", args.size_mib << 20, args.iters, args.warmup,
+        refs = [a.run.remote(i, world, master, port, args.backend, args.size_mib << 20, args.iters, args.warmup,
                              args.min_gpu_memory_gib, args.min_busbw_gbps, args.timeout_seconds)
                 for i, a in enumerate(actors)]
-        ready, pending = ray.wait(refs, num_returns=world, timeout=args.timeout_seconds * 2)
+        _, pending = ray.wait(refs, num_returns=world, timeout=args.timeout_seconds * 2)
         if pending:
             late = [i for i, ref in enumerate(refs) if ref in pending]
             raise RuntimeError(f"ranks {late} did not finish within {args.timeout_seconds * 2:g} s (an NCCL hang: "
@@ -340,7 +343,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         i = argv.index("--")
         argv, then = argv[:i], argv[i + 1:]
     p = argparse.ArgumentParser(prog="verl_ack_preflight", description=__doc__.split("\n\n")[0])
-    p.add_argument("--ray", action="store_true", help="one Ray actor per GPU of the running Ray cluster (NCCL)")
+    p.add_argument("--ray", action="store_true", help="one Ray actor per GPU of the running Ray cluster")
     p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     p.add_argument("--nprocs", type=int, default=0, help="local processes (default: GPUs present; gloo: 2)")
     p.add_argument("--size-mib", type=int, default=256, help="all-reduce message per rank, MiB")
@@ -380,7 +383,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         gathered, error = {"ranks": [], "bench": None, "intra_node": {}}, f"{type(err).__name__}: {err}"
     verdict = judge(gathered["ranks"], gathered["bench"], gathered["intra_node"], expect)
     result = {"version": RESULT_VERSION, "ok": verdict.ok and error is None,
-              "problems": verdict.problems + ([error] if error else []), "backend": "nccl" if args.ray else args.backend,
+              "problems": verdict.problems + ([error] if error else []), "backend": args.backend,
               "expect": asdict(expect), "seconds": round(time.time() - started, 1), "environment": environment(),
               **gathered}
     text = json.dumps(result, sort_keys=True)

@@ -119,3 +119,57 @@ def test_a_fabric_below_the_threshold_fails_and_never_starts_verl(tmp_path):
     assert run.returncode == 1 and "verl starts" not in run.stdout
     assert not result["ok"] and "below training.preflight.min_busbw_gbps 1e+06" in result["problems"][0]
     assert "FAILED: all-reduce bus bandwidth" in run.stderr
+
+
+class _FakeMlflow:
+    """Records the MLflow client calls the preflight makes (mlflow is not installed in CI)."""
+
+    def __init__(self, fail: bool = False):
+        self.calls: list[tuple] = []
+        self.fail = fail
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            if self.fail:
+                raise ConnectionError("tracking server down")
+            self.calls.append((name, args, kwargs))
+            return self
+        return call
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+RESULT = {"ok": False, "backend": "nccl", "expect": {"min_busbw_gbps": 20.0},
+          "bench": {"world": 16, "bytes": 1 << 28, "busbw_gbps": 3.2, "algbw_gbps": 1.7, "seconds": 0.15},
+          "intra_node": {"gpu-b": {"busbw_gbps": 9.0}}, "problems": ["slow"]}
+
+
+def test_the_result_reaches_mlflow_as_its_own_run_when_a_tracking_server_is_set(monkeypatch):
+    fake = _FakeMlflow()
+    monkeypatch.setitem(sys.modules, "mlflow", fake)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
+    pf.to_mlflow(RESULT, "gsm8k-tool-agent", "run-preflight")
+    names = [c[0] for c in fake.calls]
+    assert ("set_experiment", ("gsm8k-tool-agent",), {}) in fake.calls
+    assert ("start_run", (), {"run_name": "run-preflight"}) in fake.calls
+    assert ("set_tag", ("verl_ack.preflight_ok", "false"), {}) in fake.calls
+    (metrics,) = [c[1][0] for c in fake.calls if c[0] == "log_metrics"]
+    assert metrics["busbw_gbps"] == 3.2
+    assert ("log_metric", ("intra_node_busbw_gbps/gpu-b", 9.0), {}) in fake.calls
+    assert "log_text" in names
+
+
+def test_no_tracking_server_no_mlflow_and_a_failing_one_never_fails_the_check(monkeypatch, capsys):
+    fake = _FakeMlflow()
+    monkeypatch.setitem(sys.modules, "mlflow", fake)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    pf.to_mlflow(RESULT, "e", "r")
+    assert fake.calls == []
+    monkeypatch.setitem(sys.modules, "mlflow", _FakeMlflow(fail=True))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
+    pf.to_mlflow(RESULT, "e", "r")
+    assert "MLflow logging failed" in capsys.readouterr().err
