@@ -280,7 +280,7 @@ def run_ray(args: argparse.Namespace) -> dict:
     `--backend gloo` (a CPU Ray cluster: tests) `--nprocs` actors without GPUs."""
     import ray
 
-    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"))
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto")
     try:
         nccl = args.backend == "nccl"
         world = int(ray.cluster_resources().get("GPU", 0)) if nccl else (args.nprocs or 2)
