@@ -24,3 +24,23 @@ def test_the_recorded_multinode_prepull_meets_restricted_in_its_privileged_names
     rec = record("multinode")
     (ds,) = [r for r in rec.by_type("kubernetes:apps/v1:DaemonSet") if "prepull" in r.name]
     assert pss_violations(ds.inputs["spec"]["template"]["spec"], "restricted") == []
+
+
+def test_in_multinodes_privileged_job_namespace_every_pod_but_the_ray_pods_meets_restricted():
+    # The namespace enforces `privileged` for the host-network RDMA Ray pods (wiring.job_namespace_pod_security), so
+    # admission checks nothing there: each other workload must meet restricted by itself.
+    from components.wiring import job_namespace_pod_security
+    from tests.components.workloads.test_sandbox import settings
+
+    s = settings("multinode")
+    assert job_namespace_pod_security(s) == "privileged"
+    rec = record("multinode")
+    checked = []
+    for r in rec.resources:
+        meta = r.inputs.get("metadata") or {}
+        kind = r.type.rsplit(":", 1)[-1]
+        if meta.get("namespace") != s.job.namespace or kind not in ("Job", "DaemonSet", "Deployment", "StatefulSet"):
+            continue
+        assert pss_violations(r.inputs["spec"]["template"]["spec"], "restricted") == [], r.name
+        checked.append(r.name)
+    assert {"data-dataset", "data-model", "prepull-daemonset", "tracking-server", "train-gate"} <= set(checked)
