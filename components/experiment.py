@@ -143,6 +143,7 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     jobs = {name: TrainingJob(name, TrainingJobArgs(rs, rl, cluster_refs, scheduling, storage_refs, identity,
                                                     secrets.sandbox_api_key,
                                                     wait_for=[*gpu_ready, *platform_ready, data],
+                                                    gate_code=data.code_config_map, gate_after=gpu_ready,
                                                     shape=rayjob_shape(rs, rl), **overrides))
             for name, rs, rl in runs}
     training = next(iter(jobs.values()))

@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from components.config.sharing import SweepSettings
 from components.config.types import (
     INT64_MAX,
+    Cidr,
     CpuQuantity,
     Dns1123Label,
     EnvValue,
@@ -97,6 +98,26 @@ class ModelSettings(Strict):
 
 
 # --------------------------------------------------------------------------------------------- training
+class PreflightSettings(Strict):
+    enabled: bool | None = Field(
+        None, description="Run the fabric preflight (agent_tools/verl_ack_preflight.py) from the RayJob entrypoint "
+        "before verl: every GPU's state from nvidia-smi and an NCCL all-reduce across all GPUs of all nodes; the job "
+        "fails naming the node when a check fails. Empty = on for multi-node stacks (gpu_pool.nodes > 1) only.")
+    min_busbw_gbps: float | None = Field(
+        None, ge=0, le=100000, description="Least all-reduce bus bandwidth (GB/s, nccl-tests' busbw) across all GPUs. "
+        "Empty = 20 on Lingjun (RDMA between nodes) and 0 on ECS (only GPU state and a completed all-reduce are "
+        "checked: the VPC network's speed depends on the instance type). 20 is a floor, not a target: it fails a job "
+        "whose NCCL fell back to TCP sockets between Lingjun nodes (a missing or broken RDMA NIC), which moves a few "
+        "GB/s, and passes a working RDMA fabric; UNVERIFIED on Lingjun (docs/uncertain-facts.md): set it from a "
+        "measured healthy run.")
+    size_mib: int = Field(256, ge=1, le=16384, description="All-reduce message per GPU, MiB (large enough for "
+                          "the bus bandwidth, not the latency, to dominate).")
+    iters: int = Field(20, ge=1, le=10000, description="Timed all-reduce iterations (after 5 warm-up ones).")
+    timeout_seconds: int = Field(
+        600, ge=30, le=86400, description="Bound on the preflight's process-group start and all-reduce; a hang "
+        "(NCCL waiting on a dead link) fails the job after this, naming the ranks that did not finish.")
+
+
 class TrainingSettings(Strict):
     algorithm: Literal["grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "grpo_passk", "gpg"] = Field(
         "grpo", description="verl algorithm.adv_estimator.")
@@ -138,6 +159,8 @@ class TrainingSettings(Strict):
         description="Checkpoint contents. model+optimizer+extra make a resume restore optimizer and dataloader state.")
     max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=1 << 20, description="Keep only the newest N actor checkpoints.")
 
+    preflight: PreflightSettings = Field(
+        default_factory=PreflightSettings, description="The fabric preflight before verl starts.")
     tool_timeout_seconds: int = Field(
         120, ge=1, le=3600, description="Timeout of one run_code_once call through the sandbox manager's MCP server.")
     max_tool_response_chars: int = Field(
@@ -203,10 +226,27 @@ class JobSettings(Strict):
     active_deadline_seconds: int = Field(
         86400, gt=0, le=INT64_MAX, description="Hard limit on the job's run time; KubeRay stops it after.")
     pre_running_deadline_seconds: int | None = Field(
-        3600, gt=0, le=2**31 - 1, description="Fail if the job is not Running within this time (KubeRay >= 1.6.0).")
+        None, gt=0, le=2**31 - 1, description="Fail the job if KubeRay has not seen its Ray cluster Ready within this "
+        "many seconds of creating it (preRunningDeadlineSeconds, KubeRay >= 1.6.0). Empty = derived from the modelled "
+        "wait (GPU nodes' boot when the pool autoscales, the whole image pull, Ray start; components/model/wait.py) x "
+        "pre_running_margin_factor + pre_running_margin_minutes. A value below the modelled wait is refused.")
+    pre_running_margin_factor: float = Field(
+        1.5, ge=1, le=100, description="Derived preRunningDeadlineSeconds: the modelled wait times this (the model's "
+        "inputs are typical rates; 1.5 covers a pull at two thirds of the modelled rate).")
+    pre_running_margin_minutes: float = Field(
+        10, ge=0, le=10080, description="Derived preRunningDeadlineSeconds: minutes added after the factor (scheduling, "
+        "volume mounts, a slow first probe).")
     ttl_seconds_after_finished: int = Field(
         300, ge=0, le=2**31 - 1, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
     backoff_limit: int = Field(0, ge=0, le=100, description="RayJob retries; each creates a new Ray cluster (GPU time).")
+    node_gate: bool = Field(
+        True, description="Before the RayJob is created, a Job waits until the GPU pool's nodes are Ready with the "
+        "allocatable the job requests (nvidia.com/gpu, rdma/hca with RDMA) and fails `pulumi up` otherwise, naming "
+        "the pool, how many nodes joined and what to check (pipeline/node_gate.py). Not for an autoscaled ECS pool, "
+        "whose nodes boot only for the Ray pods.")
+    node_gate_timeout_seconds: int = Field(
+        900, ge=60, le=86400, description="How long the node gate waits for the GPU nodes after the pool resource "
+        "exists (ACK reports a pool created before its nodes are Ready).")
     shm_gib: int | None = Field(
         None, ge=1, le=65536, description="Size of the memory-backed /dev/shm of each Ray pod (vLLM, NCCL), GiB; it counts "
         "against the pod's memory. Empty = a quarter of the pod's memory, at most 64.")
@@ -215,6 +255,13 @@ class JobSettings(Strict):
         description="Extra environment variables of every Ray pod, e.g. NCCL_SOCKET_IFNAME or NCCL_IB_HCA for RDMA. "
         "The right values depend on the node type's NICs (not preset: check `ibv_devices` / `ip link` on a node). "
         "NCCL_DEBUG defaults to WARN and may be overridden here.")
+    host_network_cidrs: list[Cidr] = Field(
+        default_factory=list, max_length=64,
+        description="Where the Ray pods' traffic comes from when they run on the host network (multi-node Lingjun, "
+        "RDMA): the GPU nodes' vSwitch CIDRs. NetworkPolicy pod selectors do not match host-network traffic, so the "
+        "policies that admit Ray pods (MLflow's) admit these CIDRs too. Empty = the node vSwitch CIDR of gpu_pool.zone "
+        "(cluster.network.node_cidrs) of the VPC this stack creates; required when the nodes sit in a VPC or "
+        "vSwitch the stack does not create (check the node IPs: `kubectl get nodes -o wide`).")
     gpu_pod_resources: dict[ExtendedResourceName, ResourceCount] = Field(
         default_factory=dict,
         description="Extended resources each GPU pod requests besides nvidia.com/gpu (e.g. an RDMA device-plugin "

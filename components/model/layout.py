@@ -30,6 +30,12 @@ WARN_FRACTION = 0.90  # warn when the estimated peak passes 90 % of a GPU
 RAY_CPUS_PER_GPU = 3  # verl's placement-group bundle is {CPU: 3, GPU: 1} (single_controller/ray/base.py)
 NODE_RESERVED_CPUS = 4  # kubelet, CSI fuse pods, device plugin, logging daemons
 NODE_RESERVED_MEMORY_GIB = 16
+# KubeRay's SidecarMode appends a `ray-job-submitter` container to the head pod with requests 500m CPU / 200Mi and
+# limits 1 CPU / 1Gi (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/common/job.go
+# GetDefaultSubmitterContainer; rayjob_controller.go appends it to the head's containers; docs/facts.md). The head's
+# Ray container gives up the sidecar's limits, so the whole head pod fits the node like a worker pod does.
+SUBMITTER_CPU_LIMIT = 1
+SUBMITTER_MEMORY_LIMIT_GIB = 1
 
 BY_CONSTRUCTION = {
     "2/6 micro batches": "exactly one of ppo_micro_batch_size / _per_gpu (and log-prob) is always emitted: the _per_gpu form",
@@ -94,6 +100,9 @@ class Layout:
     ppo_mini_batch_per_gpu: int  # mini batch after verl's normalisation: mini * n / (N / sp)
     ray_cpus_per_gpu_pod: int
     memory_gib_per_gpu_pod: int
+    # The head's Ray container: the same, less KubeRay's submitter sidecar in SidecarMode (SUBMITTER_*).
+    head_ray_cpus: int
+    head_memory_gib: int
     uses_ref: bool
     memory: MemoryEstimate
 
@@ -208,6 +217,9 @@ def resolve_layout(s: Settings) -> Layout:
     mini = s.training.ppo_mini_batch_size * s.training.rollout_n // dp_sp
     mem = estimate_memory(s, preset, world=world, tp=tp, param_offload=po, optimizer_offload=oo, ref_offload=ro,
                           gpu_mem_util=util, micro=micro, uses_ref=uses_ref)
+    ray_cpus = s.gpu_pool.cpus_per_node - NODE_RESERVED_CPUS
+    pod_gib = s.gpu_pool.memory_gib_per_node - NODE_RESERVED_MEMORY_GIB
+    sidecar = s.job.submission_mode == "SidecarMode"
     return Layout(
         model=preset.key,
         hf_id=preset.hf_id,
@@ -224,8 +236,10 @@ def resolve_layout(s: Settings) -> Layout:
         log_prob_micro_batch_size_per_gpu=_pick(m.log_prob_micro_batch_size_per_gpu,
                                                 preset.log_prob_micro_batch_size_per_gpu),
         ppo_mini_batch_per_gpu=mini,
-        ray_cpus_per_gpu_pod=s.gpu_pool.cpus_per_node - NODE_RESERVED_CPUS,
-        memory_gib_per_gpu_pod=s.gpu_pool.memory_gib_per_node - NODE_RESERVED_MEMORY_GIB,
+        ray_cpus_per_gpu_pod=ray_cpus,
+        memory_gib_per_gpu_pod=pod_gib,
+        head_ray_cpus=ray_cpus - (SUBMITTER_CPU_LIMIT if sidecar else 0),
+        head_memory_gib=pod_gib - (SUBMITTER_MEMORY_LIMIT_GIB if sidecar else 0),
         uses_ref=uses_ref,
         memory=mem,
     )
@@ -313,6 +327,13 @@ def check_layout(s: Settings) -> list[Finding]:
             f"a GPU node offers {L.ray_cpus_per_gpu_pod} CPUs to Ray after {NODE_RESERVED_CPUS} reserved, but verl "
             f"needs {RAY_CPUS_PER_GPU} per GPU plus 1 ({need_cpus}) (rule 16); use a node type with >= "
             f"{need_cpus + NODE_RESERVED_CPUS} vCPUs or fewer GPUs per node")
+    # The head pod with KubeRay's submitter sidecar: the head's Ray container keeps what the sidecar leaves.
+    elif L.head_ray_cpus < need_cpus:
+        err("gpu_pool.cpus_per_node",
+            f"the head's Ray container gets {L.head_ray_cpus} CPUs ({L.ray_cpus_per_gpu_pod} less the "
+            f"{SUBMITTER_CPU_LIMIT} KubeRay's SidecarMode submitter may use), but verl needs {need_cpus} (rule 16); use "
+            f"a node type with >= {need_cpus + NODE_RESERVED_CPUS + SUBMITTER_CPU_LIMIT} vCPUs or job.submission_mode "
+            "K8sJobMode")
     if t.save_freq == 0:
         err("training.save_freq", "save_freq 0 is not a frequency; use -1 (never) or a positive step count")
     if t.test_freq == 0:

@@ -11,6 +11,7 @@ admits only the pods that must reach it:
 | | the K8sJobMode submitter pod | 8265 |
 | | the KubeRay operator (it polls the job's status on the dashboard; HTTPMode submits there) | 8265 |
 | MLflow | Ray pods in any namespace (an experiment stack's job runs beside the platform's) | 5000 |
+| | on the host network (multi-node Lingjun): the GPU nodes' CIDRs (`ray_peers`) | 5000 |
 
 Ray pods carry their template label `app.kubernetes.io/name: verl-trainer`; the submitter pod KubeRay's
 `ray.io/originated-from-cr-name: <job>` and `ray.io/originated-from-crd: RayJob`.
@@ -20,12 +21,19 @@ pod through the kubelet inside the pod's own network namespace, so the exported 
 KubeRay's labels and default ports: ray-project/kuberay v1.7.0 ray-operator/controllers/ray/utils/constant.go and
 rayjob_controller.go (getSubmitterTemplate); the operator chart's pod label: helm-chart/kuberay-operator
 templates/_helpers.tpl. Policies are enforced only where Terway has NetworkPolicy on (components/cloud/cluster.py).
+
+Host-network Ray pods (multi-node Lingjun: RDMA needs the host network) are matched by no pod selector: their
+traffic leaves from the node's address ("NetworkPolicy and hostNetwork pods",
+https://kubernetes.io/docs/concepts/services-networking/network-policies/#networkpolicy-and-hostnetwork-pods). A
+policy that admits Ray pods admits `ray_peers(s)`: the pod selector plus, on the host network, an ipBlock per GPU
+node CIDR (`job.host_network_cidrs`, derived from the VPC this stack creates). Every process on those nodes then
+qualifies, not only Ray; the policy that *selects* Ray pods does not apply to them at all (docs/cloud.md).
 """
 
 from __future__ import annotations
 
 from components.config import Settings
-from components.wiring import MLFLOW_PORT
+from components.wiring import MLFLOW_PORT, ray_pods_use_rdma
 
 # KubeRay v1.7.0 utils/constant.go.
 RAY_DASHBOARD_PORT = 8265
@@ -53,6 +61,31 @@ def kuberay_operator_peer(s: Settings) -> dict:
         return {"namespaceSelector": _namespace_selector(KUBERAY_HELM_NAMESPACE),
                 "podSelector": {"matchLabels": dict(KUBERAY_OPERATOR_LABELS)}}
     return {"namespaceSelector": {}, "podSelector": {"matchLabels": dict(KUBERAY_OPERATOR_LABELS)}}
+
+
+def ray_host_network_cidrs(s: Settings) -> list[str]:
+    """The CIDRs host-network Ray pods' traffic comes from, or [] when the Ray pods use the pod network."""
+    if not ray_pods_use_rdma(s):
+        return []
+    if s.job.host_network_cidrs:
+        return list(s.job.host_network_cidrs)
+    net = s.cluster.network
+    if s.kind != "experiment" and s.cluster.mode == "new" and net.vpc_id is None and s.gpu_pool.zone in s.zones:
+        return [net.node_cidrs[s.zones.index(s.gpu_pool.zone)]]
+    raise ValueError(
+        "job.host_network_cidrs: the multi-node Lingjun Ray pods run on the host network, where no pod selector "
+        "matches them, and this stack does not create the vSwitch their nodes sit in; list the GPU nodes' vSwitch "
+        "CIDRs (`kubectl get nodes -o wide` shows their addresses) so MLflow and the other policies admit them")
+
+
+def ray_peers(s: Settings, namespace_selector: dict | None = None) -> list[dict]:
+    """NetworkPolicy `from` peers that match the job's Ray pods wherever they run: their label (in the namespaces
+    `namespace_selector` selects; None = the policy's own), plus their nodes' CIDRs on the host network. For every
+    policy that admits Ray pods (MLflow's here; the sandbox MCP policy should use it too)."""
+    pod: dict = {"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}}
+    if namespace_selector is not None:
+        pod = {"namespaceSelector": namespace_selector, **pod}
+    return [pod, *({"ipBlock": {"cidr": c}} for c in ray_host_network_cidrs(s))]
 
 
 def ray_network_policy_manifest(s: Settings) -> dict:
@@ -85,7 +118,7 @@ def mlflow_network_policy_manifest(s: Settings, server_labels: dict[str, str]) -
         "spec": {
             "podSelector": {"matchLabels": dict(server_labels)},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": dict(RAY_POD_LABELS)}}],
+            "ingress": [{"from": ray_peers(s, namespace_selector={}),
                          "ports": [{"protocol": "TCP", "port": MLFLOW_PORT}]}],
         },
     }

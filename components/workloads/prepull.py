@@ -16,6 +16,8 @@ from components.config import Settings
 from components.wiring import PREPULL_SERVICE_ACCOUNT, ROLE_LABEL, ClusterRefs, Scheduling
 
 PREPULL_NAME = "verl-image-prepull"
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]}}
 
 
 def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace: str) -> dict:
@@ -44,6 +46,11 @@ def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 1,
+                    # The `restricted` Pod Security level for both containers, whatever the namespace enforces (a
+                    # multi-node Lingjun job namespace is `privileged` for the Ray pods): the init container only
+                    # has to exist for the kubelet to pull its image, and `true` runs as any user.
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65535, "runAsGroup": 65535,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
                     "initContainers": [{
                         "name": "pull",
                         "image": image,
@@ -51,14 +58,14 @@ def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace
                         "imagePullPolicy": "IfNotPresent",
                         "command": ["sh", "-c", "true"],
                         "resources": tiny,
+                        "securityContext": dict(RESTRICTED_CONTAINER),
                     }],
                     "containers": [{
                         "name": "idle",
                         "image": s.image.pause_image,
                         "imagePullPolicy": "IfNotPresent",
                         "resources": tiny,
-                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                            "runAsNonRoot": True, "runAsUser": 65535},
+                        "securityContext": dict(RESTRICTED_CONTAINER),
                     }],
                 },
             },

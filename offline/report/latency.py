@@ -29,7 +29,7 @@ from typing import Any, Optional
 from components.cloud.registry import runtime_pip_packages
 from components.cloud.registry import training_image as configured_image
 from components.config import Settings
-from components.model import preset_of
+from components.model.wait import mbit_minutes, model_bytes, nat_cap_mbps, pull_minutes
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
 from offline.engine import Recording, Registration
 from offline.report.section import Section, table
@@ -74,16 +74,6 @@ PREFIX_KINDS: list[tuple[str, str]] = [
 ]
 # Kinds with no creation time of their own.
 INSTANT = {"component", "provider"}
-
-
-def mbit_minutes(nbytes: float, mbps: float) -> float:
-    """Minutes to move `nbytes` at `mbps` megabits per second."""
-    return nbytes * 8 / (mbps * 1e6) / 60
-
-
-def model_bytes(s: Settings) -> float:
-    """bf16 weights as published on the hub: 2 bytes per parameter."""
-    return preset_of(s).params_billion * 1e9 * 2
 
 
 def _labels(reg: Registration) -> dict[str, str]:
@@ -145,15 +135,8 @@ def kind_of(reg: Registration) -> str:
     return kind
 
 
-def _nat_cap_mbps(s: Settings) -> Optional[float]:
-    """Internet bandwidth of a new cluster's NAT: the EIP this stack creates, or in a given VPC (a Lingjun stack is
-    built in its nodes' VPC) that VPC's own NAT, assumed to be `nat_bandwidth_mbps` too. None for an existing
-    cluster, whose egress the settings do not describe."""
-    return float(s.cluster.network.nat_bandwidth_mbps) if s.cluster.mode == "new" else None
-
-
 def hub_mbps(s: Settings) -> float:
-    cap = _nat_cap_mbps(s)
+    cap = nat_cap_mbps(s)
     return min(s.latency.hub_download_mbps, cap) if cap else s.latency.hub_download_mbps
 
 
@@ -208,22 +191,6 @@ def training_image(s: Settings, recording: Recording) -> str:
         except (KeyError, TypeError):
             continue
     return configured_image(s)
-
-
-def pull_minutes(s: Settings, image: str) -> tuple[float, float, bool]:
-    """(minutes, effective Mbit/s per node, via NAT). Every GPU node pulls the image at once; a registry
-    outside Alibaba Cloud is reached through the NAT, whose EIP bandwidth the nodes share."""
-    host = image.split("/", 1)[0] if "/" in image and "." in image.split("/", 1)[0] else "docker.io"
-    nodes = s.gpu_pool.nodes
-    rate = s.latency.node_pull_mbps
-    cap = _nat_cap_mbps(s)
-    via_nat = not host.endswith(".aliyuncs.com")
-    if via_nat and cap is not None:
-        rate = min(rate, cap / nodes)
-    minutes = mbit_minutes(s.latency.training_image_gib * 2**30, rate)
-    if s.image.lazy_loading:
-        minutes *= s.latency.lazy_pull_fraction  # on-demand loading: the rest is read as the containers touch it
-    return minutes, rate, via_nat and cap is not None
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,11 @@ def training_section(s: Settings, recording):
         ("RayJob", f"`{manifest['metadata']['namespace']}/{manifest['metadata']['name']}` ({spec['submissionMode']}, "
                    f"KubeRay {s.versions.kuberay}, Ray {spec['rayClusterSpec']['rayVersion']})"),
         ("Ray cluster", f"GPU head (trains) + {workers} GPU worker(s) = {layout.nodes} node(s)"),
-        ("each GPU pod", f"{limits['nvidia.com/gpu']} GPUs, {limits['cpu']} CPUs, {limits['memory']} memory, "
-                         f"/dev/shm {shm}"),
+        ("each GPU pod", f"{limits['nvidia.com/gpu']} GPUs, {layout.ray_cpus_per_gpu_pod} CPUs, "
+                         f"{layout.memory_gib_per_gpu_pod}Gi memory, /dev/shm {shm}" + (
+                             f" (the head's Ray container: {layout.head_ray_cpus} CPUs, {layout.head_memory_gib}Gi "
+                             "memory, beside KubeRay's SidecarMode submitter with limits 1 CPU / 1Gi)"
+                             if spec["submissionMode"] == "SidecarMode" else "")),
         ("image", f"`{container['image']}`"),
         ("installed at start", ", ".join(f"`{p}`" for p in pip) or "nothing (built image)"),
         ("lifecycle", f"cluster deleted {spec['ttlSecondsAfterFinished']} s after the job; deadline "

@@ -21,8 +21,11 @@ from components.wiring import (
     WorkloadIdentity,
     resource_kwargs,
 )
+from components.workloads.data import code_configmap_name, pipeline_code
 from components.workloads.network_policies import ray_network_policy_manifest
-from components.workloads.training.rayjob import check_rayjob, pod_wiring, rayjob_manifest, with_platform_values
+from components.workloads.training import gate
+from components.workloads.training.rayjob import check_rayjob, render_rayjob, with_platform_values
+from components.workloads.training.run_spec import pod_wiring, run_spec
 from components.workloads.training.verl_config import MCP_FILE, config_files, mcp_servers_document
 from components.workloads.training.volumes import (
     oss_volumes,
@@ -44,6 +47,11 @@ class TrainingJobArgs:
     # Components the RayJob must wait for besides the cluster's add-ons: the dataset and model staging Jobs
     # (awaited until complete), the MLflow server and the sandbox MCP Service.
     wait_for: list[pulumi.Resource] = field(default_factory=list)
+    # The node gate (gate.py): the pipeline code ConfigMap it runs from (DataJobs.code_config_map) and what must
+    # exist before it starts waiting (this stack's GPU node pool; nothing when the platform owns it). No code map,
+    # no gate.
+    gate_code: Optional[pulumi.Resource] = None
+    gate_after: list[pulumi.Resource] = field(default_factory=list)
     # An experiment stack's platform values (Outputs of its StackReference); None = derived from the settings,
     # as a single stack does (components/experiment.py).
     image: Optional[pulumi.Input[str]] = None
@@ -117,9 +125,32 @@ class TrainingJob(pulumi.ComponentResource):
         job_deps.append(self.network_policy)
 
         # ---- the RayJob
-        manifest = rayjob_manifest(s, layout, args.gpu, wiring)
-        if args.shape is not None:
+        # The run's values, computed once; the manifest renders them and nothing else.
+        self.spec = run_spec(s, layout, args.gpu, wiring)
+        manifest = render_rayjob(self.spec)
+        if args.shape is not None:  # the shared platform's queue, gang and log marker (components/experiment.py)
             manifest = args.shape(manifest)
+
+        # ---- the node gate: the RayJob is created only once the GPU nodes are there (else `up` fails, naming why)
+        self.gate_job: Optional[pulumi.Resource] = None
+        if args.gate_code is not None and gate.gate_needed(s):
+            gate_sa = k8s.core.v1.ServiceAccount(
+                f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(ns)),
+                opts=child(*args.identity.resources))
+            role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", **resource_kwargs(gate.cluster_role_manifest(s)),
+                                           opts=child())
+            binding = k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-gate-binding", **resource_kwargs(gate.cluster_role_binding_manifest(s, ns)),
+                opts=child(role, gate_sa))
+            # The ConfigMap's name is a digest of pipeline/*.py, the same one DataJobs gives it.
+            job = gate.gate_job_manifest(s, self.spec, code_configmap_name(pipeline_code()))
+            # Pulumi's Job await (default 10 min) must outlast the gate's own deadline.
+            minutes = f"{job['spec']['activeDeadlineSeconds'] // 60 + 5}m"
+            self.gate_job = k8s.batch.v1.Job(
+                f"{name}-gate", **resource_kwargs(job),
+                opts=child(gate_sa, binding, args.gate_code, *args.identity.resources, *args.cluster.ready,
+                           *args.gate_after, custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes)))
+            job_deps.append(self.gate_job)
         check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=volumes["checkpoints"].name)
         self.entrypoint: str = manifest["spec"]["entrypoint"]
         if args.image is not None or args.tracking_uri is not None:

@@ -12,7 +12,8 @@ group per node and never scales.
 
 The controller rules (`check_rayjob`) are KubeRay v1.7.0's `ValidateRayJobSpec`/`ValidateRayClusterSpec`
 (../shared/research/verl_kuberay_agents.md §1) plus version gates for the configured `versions.kuberay`, and
-one rule of this project: the checkpoint directory must be on the shared read-write volume.
+one rule of this project: the checkpoint directory must be on the shared read-write volume. Every value rendered
+here comes from one `RunSpec` (run_spec.py), computed once per run.
 """
 
 from __future__ import annotations
@@ -21,17 +22,31 @@ import copy
 import posixpath
 import re
 import shlex
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
-from components.cloud.registry import runtime_pip_packages, training_image
 from components.config import DNS1035, RAYJOB_NAME_MAX, Settings
-from components.model.layout import Layout, check_layout
-from components.wiring import Scheduling, tracking_uri
-from components.workloads.training.verl_config import CONFIG_DIR, MCP_DIR, config_files, config_sha256, entrypoint
-from components.workloads.training.volumes import OssVolume, oss_volumes
+from components.model.layout import Layout
+from components.wiring import Scheduling
+from components.workloads.training.probes import ray_probes
+from components.workloads.training.run_spec import (
+    PodWiring,
+    RayJobError,
+    RunSpec,
+    pod_wiring,
+    run_spec,
+    runtime_env,
+    runtime_env_yaml,
+    shm_gib,
+    uses_rdma,
+)
+from components.workloads.training.verl_config import CONFIG_DIR, MCP_DIR
+
+# What the tests and the plan import from here, computed in run_spec.py.
+__all__ = ["PodWiring", "RayJobError", "RunSpec", "pod_wiring", "run_spec", "runtime_env", "runtime_env_yaml",
+           "shm_gib", "uses_rdma", "ray_pod_security", "render_rayjob", "rayjob_manifest", "with_platform_values",
+           "check_rayjob"]
 
 RAY_API_VERSION = "ray.io/v1"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -43,38 +58,10 @@ RDMA_RESOURCE = "rdma/hca"
 RDMA_CAPABILITIES = ("IPC_LOCK", "SYS_RESOURCE")
 WORKER_GROUP = "gpu"
 CONFIG_HASH_ANNOTATION = "verl-ack/config-sha256"
-SHM_MAX_GIB = 64
+TRAINER_LABELS = {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"}
 # KubeRay release that introduced each submission mode (research notes §1; HTTPMode predates v1.1).
 SUBMISSION_MODE_SINCE = {"K8sJobMode": (0, 0, 0), "HTTPMode": (0, 0, 0), "InteractiveMode": (1, 3, 0),
                          "SidecarMode": (1, 5, 0)}
-
-
-class RayJobError(ValueError):
-    """A RayJob KubeRay (or verl) would reject; the message names the field, the rule and a fix."""
-
-
-@dataclass(frozen=True)
-class PodWiring:
-    """Names the pod templates refer to; the component creates the objects behind them."""
-
-    namespace: str
-    service_account: str
-    config_map: str
-    mcp_secret: Optional[str]  # None when sandbox.enabled is false (no MCP tool)
-    volumes: dict[str, OssVolume]
-    config_sha256: str
-
-
-def pod_wiring(s: Settings, *, namespace: str, service_account: str) -> PodWiring:
-    """The object names of one stack's job (what the component creates under these names)."""
-    return PodWiring(
-        namespace=namespace,
-        service_account=service_account,
-        config_map=f"{s.job.name}-config",
-        mcp_secret=f"{s.job.name}-mcp" if s.sandbox.enabled else None,
-        volumes=oss_volumes(s),
-        config_sha256=config_sha256(config_files(s)),
-    )
 
 
 def _version(v: str) -> tuple[int, int, int]:
@@ -82,50 +69,15 @@ def _version(v: str) -> tuple[int, int, int]:
     return tuple(parts + [0] * (3 - len(parts)))  # type: ignore[return-value]
 
 
-def runtime_env(s: Settings) -> dict:
-    """Ray runtime_env of the job (RayJob runtimeEnvYAML); it applies to the driver and every Ray worker.
-
-    - `env_vars.PYTHONPATH` puts the ConfigMap mount (the tool module verl_ack_tools.py) in front of the image's
-      own PYTHONPATH: verl's tool registry imports tool classes by module name. A pod-level PYTHONPATH would
-      replace the image's value (verl's vllm024 image sets one) instead of extending it. `${PYTHONPATH}` is
-      expanded by the submitter's shell (KubeRay passes the JSON in double quotes; the submitter runs the head
-      image, so it sees the image's value) or else by Ray itself (os.path.expandvars on each worker).
-    - `pip` (official image only): the pinned installs. They install WITH their dependencies: Ray's `pip` field
-      cannot scope `--no-deps` to one package, and mlflow/fastmcp need dependencies the image lacks. For verl that
-      means pip also brings the image up to verl's declared ranges; transformers is pinned beside verl
-      (`versions.transformers`) so that step lands on verl's CI release. The built image (`image.source: built`)
-      is the reproducible path: verl --no-deps with exact pins, checked at build time.
-    """
-    env: dict = {"env_vars": {"PYTHONPATH": f"{CONFIG_DIR}:${{PYTHONPATH}}"}}
-    packages = runtime_pip_packages(s)
-    if packages:
-        env["pip"] = packages
-    return env
-
-
-def runtime_env_yaml(s: Settings) -> str:
-    return yaml.safe_dump(runtime_env(s), sort_keys=False)
-
-
-def shm_gib(s: Settings, layout: Layout) -> int:
-    return s.job.shm_gib if s.job.shm_gib is not None else max(1, min(SHM_MAX_GIB, layout.memory_gib_per_gpu_pod // 4))
-
-
-def _env(s: Settings) -> list[dict]:
-    env = {
-        # Warnings only; NCCL_DEBUG=INFO is the first thing to set (job.env) when a multi-node run hangs.
-        "NCCL_DEBUG": "WARN",
-    }
-    uri = tracking_uri(s)
-    if uri:
-        env["MLFLOW_TRACKING_URI"] = uri
-    env.update(s.job.env)
-    return [{"name": k, "value": v} for k, v in env.items()]
-
-
-def uses_rdma(s: Settings, layout: Layout) -> bool:
-    """Only Lingjun nodes have RDMA NICs, and only a job spanning nodes talks across them."""
-    return s.gpu_pool.kind == "lingjun" and layout.nodes > 1
+def _pod_security(rdma: bool, run_as_non_root: bool) -> tuple[dict, dict]:
+    pod: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
+    container: dict = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    if rdma:
+        container["capabilities"]["add"] = list(RDMA_CAPABILITIES)
+        container["runAsUser"] = 0
+    elif run_as_non_root:
+        pod["runAsNonRoot"] = True
+    return pod, container
 
 
 def ray_pod_security(s: Settings, rdma: bool) -> tuple[dict, dict]:
@@ -134,32 +86,23 @@ def ray_pod_security(s: Settings, rdma: bool) -> tuple[dict, dict]:
     escalation; the built image (USER 1000) must run as non-root. RDMA is the one exception: memory registration
     needs IPC_LOCK and SYS_RESOURCE, which Kubernetes makes effective only for uid 0 (docs/image.md), so those pods
     run as root with exactly those two."""
-    pod: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
-    container: dict = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    if rdma:
-        container["capabilities"]["add"] = list(RDMA_CAPABILITIES)
-        container["runAsUser"] = 0
-    elif s.image.source == "built":
-        pod["runAsNonRoot"] = True
-    return pod, container
+    return _pod_security(rdma, s.image.source == "built")
 
 
-def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring, container: str) -> dict:
-    """One Ray pod on one whole GPU node: all its GPUs, the CPUs and memory the layout leaves for Ray."""
-    L = layout
-    shm = shm_gib(s, L)
-    if shm >= L.memory_gib_per_gpu_pod:
-        raise RayJobError(f"job.shm_gib: /dev/shm of {shm} GiB is memory-backed and counts against the pod's "
-                          f"{L.memory_gib_per_gpu_pod} GiB; use at most {L.memory_gib_per_gpu_pod // 2}")
-    rdma = uses_rdma(s, L)
-    resources = {"cpu": str(L.ray_cpus_per_gpu_pod), "memory": f"{L.memory_gib_per_gpu_pod}Gi",
-                 GPU_RESOURCE: str(L.gpus_per_node), **({RDMA_RESOURCE: "1"} if rdma else {}),
-                 **s.job.gpu_pod_resources}
-    pod_security, security = ray_pod_security(s, rdma)
-    vols = wiring.volumes
+def gpu_pod_template(spec: RunSpec, container: str) -> dict:
+    """One Ray pod on one whole GPU node: all its GPUs, the CPUs and memory the layout leaves for Ray (the head's
+    less KubeRay's submitter sidecar)."""
+    rdma = spec.rdma
+    head = container == "ray-head"
+    cpus, memory = (spec.head_ray_cpus, spec.head_memory_gib) if head else (spec.ray_cpus, spec.memory_gib)
+    resources = {"cpu": str(cpus), "memory": f"{memory}Gi",
+                 GPU_RESOURCE: str(spec.gpus_per_node), **({RDMA_RESOURCE: "1"} if rdma else {}),
+                 **dict(spec.extra_resources)}
+    pod_security, security = _pod_security(rdma, spec.run_as_non_root)
+    wiring = spec.wiring
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}}]
-    for kind, vol in vols.items():
+    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.shm_gib}Gi"}}]
+    for kind, vol in wiring.volumes.items():
         mounts.append({"name": kind, "mountPath": vol.mount_path, "readOnly": vol.read_only})
         volumes.append({"name": kind, "persistentVolumeClaim": {"claimName": vol.name, "readOnly": vol.read_only}})
     mounts.append({"name": "verl-config", "mountPath": CONFIG_DIR, "readOnly": True})
@@ -169,24 +112,26 @@ def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring
         # 0440 root:root: readable by the official image's root and the built image's uid 1000 (group 0), by no
         # one else.
         volumes.append({"name": "mcp-servers", "secret": {"secretName": wiring.mcp_secret, "defaultMode": 0o440}})
-    spec = {
+    pod = {
         "serviceAccountName": wiring.service_account,
         # Nothing in a Ray pod calls the Kubernetes API (no autoscaler). The RRSA token is not this one: the pod
         # identity webhook mounts its own projected token (rrsa-tokens) whatever this says.
         "automountServiceAccountToken": False,
         "securityContext": pod_security,
-        "nodeSelector": dict(scheduling.node_selector),
-        "tolerations": [dict(t) for t in scheduling.tolerations],
+        "nodeSelector": dict(spec.scheduling.node_selector),
+        "tolerations": [dict(t) for t in spec.scheduling.tolerations],
         "containers": [{
             "name": container,
-            "image": training_image(s),
+            "image": spec.image,
             "imagePullPolicy": "IfNotPresent",
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "env": _env(s),
+            "env": [{"name": k, "value": v} for k, v in spec.env],
             "volumeMounts": mounts,
             # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
             # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
             "securityContext": security,
+            # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
+            **(ray_probes(spec.ray_version, head) or {}),
         }],
         "volumes": volumes,
     }
@@ -194,74 +139,64 @@ def gpu_pod_template(s: Settings, layout: Layout, scheduling: Scheduling, wiring
         # ack-rdma-device-plugin gives RDMA to hostNetwork pods only, unless its non-hostNetwork mode is on, which
         # needs an IPv6 Lingjun cluster (docs/facts.md §4); these clusters are IPv4. One Ray pod per node, so the
         # host's ports are the pod's. NetworkPolicies do not select host-network pods (docs/cloud.md).
-        spec["hostNetwork"] = True
-        spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep resolving cluster Services (MLflow, MCP)
+        pod["hostNetwork"] = True
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep resolving cluster Services (MLflow, MCP)
     return {
         "metadata": {
-            "labels": {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"},
+            "labels": dict(TRAINER_LABELS),
             # A config change changes the spec, so the RayJob is replaced rather than left running old files.
             "annotations": {CONFIG_HASH_ANNOTATION: wiring.config_sha256},
         },
-        "spec": spec,
+        "spec": pod,
     }
 
 
-def _ray_start_params(layout: Layout) -> dict[str, str]:
+def _ray_start_params(spec: RunSpec, cpus: int) -> dict[str, str]:
     # Strings (the CRD's map[string]string). num-cpus without `resources`: KubeRay rejects the combination.
-    return {"num-cpus": str(layout.ray_cpus_per_gpu_pod), "num-gpus": str(layout.gpus_per_node)}
+    return {"num-cpus": str(cpus), "num-gpus": str(spec.gpus_per_node)}
 
 
-def rayjob_manifest(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring) -> dict:
-    """The complete RayJob. Raises RayJobError for a layout verl would reject."""
-    errors = [f for f in check_layout(s) if f.severity == "error"]
-    if errors:
-        raise RayJobError("the GPU layout would be rejected by verl/vLLM at start:\n" +
-                          "\n".join(f"  - {f.field}: {f.message}" for f in errors))
-    image = training_image(s)
-    engine = s.training.rollout_engine
-    # verl's images carry one rollout engine each: verlai/verl:vllmNNN.* has vLLM, verlai/verl:sglNNN.* SGLang.
-    shipped = re.match(r"verlai/verl:(vllm|sgl)\d", image)
-    if shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
-        raise RayJobError(f"training.rollout_engine {engine} does not run on {image}, which ships "
-                          f"{'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl image "
-                          "in versions.verl_image or change the engine")
-    j = s.job
+def render_rayjob(spec: RunSpec) -> dict:
+    """The complete RayJob of one run (reads nothing but the spec)."""
     head = {
-        "rayStartParams": {"dashboard-host": "0.0.0.0", **_ray_start_params(layout)},
+        "rayStartParams": {"dashboard-host": "0.0.0.0", **_ray_start_params(spec, spec.head_ray_cpus)},
         "serviceType": "ClusterIP",
-        "template": gpu_pod_template(s, layout, scheduling, wiring, "ray-head"),
+        "template": gpu_pod_template(spec, "ray-head"),
     }
-    cluster: dict = {"rayVersion": s.versions.ray, "headGroupSpec": head}
-    workers = layout.nodes - 1
-    if workers:
+    cluster: dict = {"rayVersion": spec.ray_version, "headGroupSpec": head}
+    if spec.workers:
         cluster["workerGroupSpecs"] = [{
             "groupName": WORKER_GROUP,
-            "replicas": workers,
-            "minReplicas": workers,
-            "maxReplicas": workers,
-            "rayStartParams": _ray_start_params(layout),
-            "template": gpu_pod_template(s, layout, scheduling, wiring, "ray-worker"),
+            "replicas": spec.workers,
+            "minReplicas": spec.workers,
+            "maxReplicas": spec.workers,
+            "rayStartParams": _ray_start_params(spec, spec.ray_cpus),
+            "template": gpu_pod_template(spec, "ray-worker"),
         }]
-    spec: dict = {
-        "entrypoint": entrypoint(s, layout),
-        "submissionMode": j.submission_mode,
+    body: dict = {
+        "entrypoint": spec.entrypoint,
+        "submissionMode": spec.submission_mode,
         # The tutorial's `false` left 8 GPUs' worth of Ray cluster running after the job.
         "shutdownAfterJobFinishes": True,
-        "ttlSecondsAfterFinished": j.ttl_seconds_after_finished,
-        "activeDeadlineSeconds": j.active_deadline_seconds,
-        "backoffLimit": j.backoff_limit,
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        "activeDeadlineSeconds": spec.active_deadline_seconds,
+        "backoffLimit": spec.backoff_limit,
         "rayClusterSpec": cluster,
     }
-    if j.pre_running_deadline_seconds is not None:
-        spec["preRunningDeadlineSeconds"] = j.pre_running_deadline_seconds
-    spec["runtimeEnvYAML"] = runtime_env_yaml(s)
+    if spec.pre_running_deadline_seconds is not None:
+        body["preRunningDeadlineSeconds"] = spec.pre_running_deadline_seconds
+    body["runtimeEnvYAML"] = spec.runtime_env_yaml
     return {
         "apiVersion": RAY_API_VERSION,
         "kind": "RayJob",
-        "metadata": {"name": j.name, "namespace": wiring.namespace,
-                     "labels": {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"}},
-        "spec": spec,
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(TRAINER_LABELS)},
+        "spec": body,
     }
+
+
+def rayjob_manifest(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring) -> dict:
+    """The complete RayJob of a stack's run. Raises RayJobError for a layout verl would reject."""
+    return render_rayjob(run_spec(s, layout, scheduling, wiring))
 
 
 def with_platform_values(manifest: dict, *, image: Any = None, tracking_uri: Any = None) -> dict:

@@ -51,6 +51,23 @@ TOOLS_SOURCE = REPO_ROOT / "agent_tools" / TOOLS_MODULE_FILE
 REWARD_MODULE_FILE = "verl_ack_reward.py"
 REWARD_SOURCE = REPO_ROOT / "agent_tools" / REWARD_MODULE_FILE
 REWARD_FUNCTION = "compute_score"
+PREFLIGHT_MODULE = "verl_ack_preflight"
+PREFLIGHT_MODULE_FILE = f"{PREFLIGHT_MODULE}.py"
+PREFLIGHT_SOURCE = REPO_ROOT / "agent_tools" / PREFLIGHT_MODULE_FILE
+PREFLIGHT_RESULT = "/tmp/verl-ack-preflight.json"  # noqa: S108 (inside the head pod, read from its logs)
+# nvidia-smi's memory.total is the card's memory less what the driver keeps (an "80 GB" card reports about 79.6 GiB,
+# the H200 140.4 GiB: docs/preflight.md), so a GPU passes with 97 % of gpu_pool.gpu_memory_gib.
+PREFLIGHT_MEMORY_TOLERANCE = 0.97
+# training.preflight.min_busbw_gbps when empty: a floor under any working RDMA fabric, above NCCL's socket fallback
+# (UNVERIFIED on Lingjun: docs/uncertain-facts.md); ECS nodes' VPC network varies by instance type, so none there.
+PREFLIGHT_RDMA_MIN_BUSBW_GBPS = 20.0
+
+
+def preflight_min_busbw_gbps(s: Settings) -> float:
+    given = s.training.preflight.min_busbw_gbps
+    if given is not None:
+        return given
+    return PREFLIGHT_RDMA_MIN_BUSBW_GBPS if s.gpu_pool.kind == "lingjun" else 0.0
 # How often each agent-loop worker reports its tool calls (log line and MLflow); see ToolStats.
 TOOL_METRICS_INTERVAL_SECONDS = 60
 MCP_FILE = "mcp_servers.json"
@@ -217,15 +234,39 @@ def mcp_servers_document(s: Settings, api_key: Any, url: Any = None) -> dict:
     }}}
 
 
+def preflight_enabled(s: Settings) -> bool:
+    p = s.training.preflight
+    return p.enabled if p.enabled is not None else s.gpu_pool.nodes > 1
+
+
 def config_files(s: Settings) -> dict[str, str]:
-    """ConfigMap data: the trainer config, the tool config, the tools module and the reward function (none of it
-    secret)."""
-    return {
+    """ConfigMap data: the trainer config, the tool config, the tools module, the reward function and, when it
+    runs, the fabric preflight (none of it secret)."""
+    files = {
         TRAINER_FILE: trainer_config_yaml(s),
         TOOL_CONFIG_FILE: tool_config_yaml(s),
         TOOLS_MODULE_FILE: TOOLS_SOURCE.read_text(encoding="utf-8"),
         REWARD_MODULE_FILE: REWARD_SOURCE.read_text(encoding="utf-8"),
     }
+    if preflight_enabled(s):
+        files[PREFLIGHT_MODULE_FILE] = PREFLIGHT_SOURCE.read_text(encoding="utf-8")
+    return files
+
+
+def preflight_words(s: Settings, layout: Layout) -> list[str]:
+    """The preflight's command, up to the `--` after which the verl command follows (it execs that on success).
+    It runs as the Ray job's driver, one Ray actor per GPU of the job's Ray cluster; the module is imported from the
+    ConfigMap mount, which the runtime_env's PYTHONPATH puts first."""
+    p = s.training.preflight
+    words = ["python3", "-m", PREFLIGHT_MODULE, "--ray", f"--nodes={layout.nodes}",
+             f"--gpus-per-node={layout.gpus_per_node}",
+             f"--min-gpu-memory-gib={round(s.gpu_pool.gpu_memory_gib * PREFLIGHT_MEMORY_TOLERANCE, 2):g}",
+             f"--min-busbw-gbps={preflight_min_busbw_gbps(s):g}", f"--size-mib={p.size_mib}", f"--iters={p.iters}",
+             f"--timeout-seconds={p.timeout_seconds}", f"--json={PREFLIGHT_RESULT}"]
+    if s.tracking.enabled:
+        words += [f"--mlflow-experiment={s.training.project_name}",
+                  f"--mlflow-run={s.training.experiment_name}-preflight"]
+    return [*words, "--"]
 
 
 def config_sha256(files: dict[str, str]) -> str:
@@ -345,14 +386,16 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
 
 
 def entrypoint(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> str:
-    """The RayJob entrypoint: verl's PPO main with the ConfigMap's trainer config and every override."""
+    """The RayJob entrypoint: verl's PPO main with the ConfigMap's trainer config and every override, behind the
+    fabric preflight when it runs (`preflight_words`)."""
     pairs = hydra_overrides(s, layout) if overrides is None else overrides
     keys = [k for k, _ in pairs]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
         raise OverrideError(f"duplicate Hydra overrides {dupes}; each key may appear once")
     in_file = {k for k, _ in list_overrides(s)}
-    words = ["python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
+    words = [*(preflight_words(s, layout) if preflight_enabled(s) else []),
+             "python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
              f"--config-name={TRAINER_CONFIG_NAME}", *(render_override(k, v) for k, v in pairs if k not in in_file)]
     # Every word is a plain scalar (render_override refuses anything else), so it reads the same in both shells;
     # shlex.quote is a second line of defence and leaves such words unchanged.

@@ -145,7 +145,7 @@ def test_shm_larger_than_the_pod_is_a_settings_problem():
 
 def test_the_shm_and_reserved_memory_numbers_match_the_builders():
     from components.model.layout import NODE_RESERVED_MEMORY_GIB
-    from components.workloads.training.rayjob import SHM_MAX_GIB
+    from components.workloads.training.run_spec import SHM_MAX_GIB
     assert (GPU_NODE_RESERVED_MEMORY_GIB, SHM_DEFAULT_MAX_GIB) == (NODE_RESERVED_MEMORY_GIB, SHM_MAX_GIB)
 
 

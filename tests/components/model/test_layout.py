@@ -156,3 +156,12 @@ def test_offloaded_state_must_fit_in_host_memory():
                   "gpu_pool": {"nodes": 4, "memory_gib_per_node": 64},
                   "training": {"train_batch_size": 32, "ppo_mini_batch_size": 16}}, stack="multinode")
     assert "gpu_pool.memory_gib_per_node" in fields(s)
+
+
+def test_the_head_needs_the_rule16_cpus_beside_kuberays_submitter_sidecar():
+    # 29 vCPUs leave 25 for Ray, exactly verl's 3 x 8 + 1; the SidecarMode submitter takes one of the head's.
+    tight = settings({"gpu_pool": {"cpus_per_node": 29}})
+    (e,) = [f for f in errors(tight) if f.field == "gpu_pool.cpus_per_node"]
+    assert "submitter" in e.message and "30 vCPUs" in e.message and "K8sJobMode" in e.message
+    k8s_mode = settings({"gpu_pool": {"cpus_per_node": 29}, "job": {"submission_mode": "K8sJobMode"}})
+    assert not [f for f in errors(k8s_mode) if f.field == "gpu_pool.cpus_per_node"]

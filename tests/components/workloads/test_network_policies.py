@@ -133,3 +133,57 @@ def test_the_recorded_mlflow_policy_guards_the_recorded_server():
 def test_the_namespace_rule_and_the_rayjob_agree_on_which_jobs_use_rdma(stack):
     s = settings(stack)
     assert ray_pods_use_rdma(s) == uses_rdma(s, resolve_layout(s))
+
+
+# --------------------------------------------------------------------------------------------- host network
+def admits_address(policy: dict, address: str, port: int) -> bool:
+    """Whether an Ingress policy admits traffic from a node address (what host-network pods' traffic is)."""
+    import ipaddress
+
+    for rule in policy["spec"].get("ingress", []):
+        if rule.get("ports") and not any(p["port"] == port for p in rule["ports"]):
+            continue
+        for peer in rule.get("from", []):
+            block = peer.get("ipBlock")
+            if block and ipaddress.ip_address(address) in ipaddress.ip_network(block["cidr"]) and not any(
+                    ipaddress.ip_address(address) in ipaddress.ip_network(x) for x in block.get("except", [])):
+                return True
+    return False
+
+
+def gpu_node_address(stack: str) -> str:
+    s = settings(stack)
+    cidr = s.cluster.network.node_cidrs[s.zones.index(s.gpu_pool.zone)]
+    return cidr.rsplit(".", 2)[0] + ".3.7"  # an address inside the GPU zone's node vSwitch
+
+
+def test_multinode_mlflow_admits_the_host_network_ray_pods_from_their_gpu_nodes():
+    s = settings("multinode")
+    rec = record("multinode")
+    spec = rec.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").inputs["spec"]["rayClusterSpec"]
+    assert spec["headGroupSpec"]["template"]["spec"]["hostNetwork"] is True
+    pol = rec.get(POLICY, "tracking-ingress").inputs
+    assert admits_address(pol, gpu_node_address("multinode"), 5000)
+    assert not admits_address(pol, gpu_node_address("multinode"), 22)
+    assert not admits_address(pol, "172.16.0.9", 5000)  # nothing outside the GPU nodes' vSwitch
+    other_zone = s.cluster.network.node_cidrs[1 - s.zones.index(s.gpu_pool.zone)]
+    assert not admits_address(pol, other_zone.rsplit(".", 2)[0] + ".3.7", 5000)
+
+
+def test_a_pod_network_job_admits_no_address_only_ray_pods(stack_name):
+    s = settings(stack_name)
+    if ray_pods_use_rdma(s) or s.kind == "platform":
+        return
+    pol = np_.mlflow_network_policy_manifest(s, MLFLOW_LABELS)
+    assert not any("ipBlock" in peer for rule in pol["spec"]["ingress"] for peer in rule["from"]), stack_name
+
+
+def test_host_network_cidrs_are_required_where_the_stack_does_not_create_the_gpu_nodes_vswitch():
+    reused = {"cluster": {"network": {"vpc_id": "vpc-abc", "node_vswitch_ids": ["vsw-a", "vsw-b"],
+                                      "pod_vswitch_ids": ["vsw-c", "vsw-d"]}}}
+    s = settings("multinode", reused)
+    with pytest.raises(ValueError, match=r"job.host_network_cidrs: .*host network.*kubectl get nodes -o wide"):
+        np_.mlflow_network_policy_manifest(s, MLFLOW_LABELS)
+    given = settings("multinode", {**reused, "job": {"host_network_cidrs": ["192.168.40.0/24"]}})
+    pol = np_.mlflow_network_policy_manifest(given, MLFLOW_LABELS)
+    assert admits_address(pol, "192.168.40.20", 5000) and not admits_address(pol, "10.1.3.7", 5000)

@@ -41,6 +41,10 @@ def test_the_training_job_creates_volumes_configs_secret_and_rayjob_under_one_co
     kids = children(rec)
     expected = {f"train-{k}-{t}" for k in KINDS for t in ("pv", "pvc")} | {"train-config", "train-mcp", "train-rayjob",
                                                                           "train-ray-ingress"}
+    s = settings_for(stack_name)
+    ecs = s.gpu_pool.ecs
+    if not (ecs is not None and ecs.min_nodes < s.gpu_pool.nodes):  # the node gate (test_gate.py)
+        expected |= {"train-gate", "train-gate-sa", "train-gate-role", "train-gate-binding"}
     assert set(kids) == expected, f"stack {stack_name}"
     for reg in kids.values():
         assert "pulumi:providers:kubernetes" in reg.provider, f"{reg.urn} does not use the cluster's provider"

@@ -92,7 +92,7 @@ def test_lifecycle_deletes_the_ray_cluster_after_the_job_and_bounds_its_time(sta
     assert spec["ttlSecondsAfterFinished"] == s.job.ttl_seconds_after_finished
     assert spec["activeDeadlineSeconds"] == s.job.active_deadline_seconds > 0
     assert spec["backoffLimit"] == s.job.backoff_limit
-    assert spec["preRunningDeadlineSeconds"] == s.job.pre_running_deadline_seconds
+    assert spec["preRunningDeadlineSeconds"] > 0  # derived from the modelled wait (test_pre_running_deadline.py)
     assert spec["submissionMode"] == s.job.submission_mode
     assert spec["rayClusterSpec"]["rayVersion"] == s.versions.ray
     assert "deletionStrategy" not in spec  # exclusive with shutdownAfterJobFinishes
@@ -122,18 +122,42 @@ def test_every_gpu_pod_takes_a_whole_node_with_three_ray_cpus_per_gpu(stack_name
     L = resolve_layout(s)
     assert L.ray_cpus_per_gpu_pod >= 3 * L.gpus_per_node
     cluster = manifest["spec"]["rayClusterSpec"]
-    groups = [cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])]
-    for group in groups:
+    groups = [("head", cluster["headGroupSpec"])] + [("worker", g) for g in cluster.get("workerGroupSpecs", [])]
+    for role, group in groups:
+        cpus, memory = ((L.head_ray_cpus, L.head_memory_gib) if role == "head"
+                        else (L.ray_cpus_per_gpu_pod, L.memory_gib_per_gpu_pod))
         params = group["rayStartParams"]
         assert all(isinstance(v, str) for v in params.values())
-        assert params["num-cpus"] == str(L.ray_cpus_per_gpu_pod)
+        assert params["num-cpus"] == str(cpus)
         assert "resources" not in group and "resources" not in params  # KubeRay: not with num-cpus
         (container,) = group["template"]["spec"]["containers"]
         res = container["resources"]
-        assert res["requests"] == res["limits"]  # Guaranteed QoS: the trainer is never the eviction victim
+        assert res["requests"] == res["limits"]  # the Ray container never bursts into the node daemons' share
         assert res["limits"][GPU_RESOURCE] == str(L.gpus_per_node)
-        assert res["limits"]["cpu"] == str(L.ray_cpus_per_gpu_pod)
-        assert res["limits"]["memory"] == f"{L.memory_gib_per_gpu_pod}Gi"
+        assert res["limits"]["cpu"] == str(cpus)
+        assert res["limits"]["memory"] == f"{memory}Gi"
+
+
+def test_the_head_pod_with_kuberays_submitter_sidecar_fits_the_node_like_a_worker(stack_name):
+    # KubeRay v1.7.0 GetDefaultSubmitterContainer: limits 1 CPU / 1Gi, appended to the head in SidecarMode.
+    s, manifest = build(stack_name)
+    L = resolve_layout(s)
+    head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    cpu, memory = int(head["resources"]["limits"]["cpu"]), int(head["resources"]["limits"]["memory"][:-2])
+    sidecar = (1, 1) if s.job.submission_mode == "SidecarMode" else (0, 0)
+    assert cpu + sidecar[0] <= L.ray_cpus_per_gpu_pod, stack_name
+    assert memory + sidecar[1] <= L.memory_gib_per_gpu_pod, stack_name
+    assert (cpu + sidecar[0], memory + sidecar[1]) == (L.ray_cpus_per_gpu_pod, L.memory_gib_per_gpu_pod)
+
+
+def test_the_tutorials_100_cpu_head_is_lowered_to_99_beside_the_submitter_sidecar():
+    s, manifest = build("dev")
+    head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]
+    assert s.gpu_pool.cpus_per_node == 104 and s.job.submission_mode == "SidecarMode"
+    assert head["rayStartParams"]["num-cpus"] == "99"
+    assert head["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "99"
+    _, k8s_mode = build("dev", {"job": {"submission_mode": "K8sJobMode"}})
+    assert k8s_mode["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "100"
 
 
 def test_gpu_pods_land_on_the_gpu_pool_and_tolerate_its_taints(stack_name):

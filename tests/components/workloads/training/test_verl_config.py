@@ -68,6 +68,7 @@ def compose_job(tmp_path: Path, s, extra: list[str] = ()):
     """What main_ppo does with the ConfigMap: --config-path=<dir> --config-name=verl_ack_trainer <overrides>."""
     (tmp_path / TRAINER_FILE).write_text(config_files(s)[TRAINER_FILE])
     words = shlex.split(entrypoint(s, resolve_layout(s)))
+    words = words[words.index("--") + 1:] if "--" in words else words  # the verl command behind the preflight
     assert words[:5] == ["python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
                          f"--config-name={TRAINER_CONFIG_NAME}"]
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):

@@ -1,0 +1,137 @@
+"""The GPU node gate: a Job the RayJob waits for, which passes once the GPU pool's nodes are Ready with the
+allocatable the job requests (`nvidia.com/gpu`, and `rdma/hca` where RDMA is used) and fails otherwise, within
+`job.node_gate_timeout_seconds`, naming the pool, how many nodes joined and what to check (pipeline/node_gate.py).
+
+Pure manifest builders; the TrainingJob component creates them. Why a Job: pulumi-kubernetes awaits a Job until it
+is Complete and fails the resource at once when it is Failed, reporting the failed pod's container termination
+message (pulumi/pulumi-kubernetes@94977969 provider/pkg/await/job.go, jobInitAwaiter with its PodAggregator;
+provider/pkg/await/checker/pod/check.go containerTerminatedError), so the message is in `pulumi up`'s output and
+the RayJob, which depends on the Job, is never created on an empty pool.
+
+- Its own ServiceAccount, bound to a ClusterRole that may only `get` and `list` nodes (nodes are cluster-scoped).
+- The `restricted` Pod Security level: non-root, no capability, RuntimeDefault seccomp, read-only root.
+- The pipeline code ConfigMap (data.py) and the dataset Jobs' Python image; nothing is installed.
+- Named by a digest of its spec and of the run it guards, so a new RayJob gets a new gate (Jobs are immutable).
+
+An autoscaled ECS pool (min_nodes < nodes) boots its nodes only once the Ray pods are pending, so no gate: there
+is nothing to wait for before the RayJob exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from components.config import Settings
+from components.wiring import Scheduling, system_scheduling
+from components.workloads.training.rayjob import GPU_RESOURCE, RDMA_RESOURCE
+from components.workloads.training.run_spec import RunSpec
+
+GATE_SERVICE_ACCOUNT = "verl-node-gate"
+CODE_ROOT = "/opt/verl-ack"  # as the data Jobs mount the pipeline ConfigMap (components/workloads/data.py)
+NOBODY = 65534
+POLL_SECONDS = 15
+LABELS = {"app.kubernetes.io/name": "verl-node-gate", "app.kubernetes.io/part-of": "verl-ack"}
+
+
+def gate_needed(s: Settings) -> bool:
+    ecs = s.gpu_pool.ecs
+    return s.job.node_gate and not (ecs is not None and ecs.min_nodes < s.gpu_pool.nodes)
+
+
+def pool_name(s: Settings) -> str:
+    """How the messages name the pool (components/cloud/nodepools.py names this stack's `<name>-gpu`)."""
+    if s.owns_gpu_pool():
+        return f"{s.name}-gpu"
+    return f"of platform stack {s.platform_stack} (gpu_pool.owner: platform)"
+
+
+def needed_resources(spec: RunSpec) -> dict[str, str]:
+    out = {GPU_RESOURCE: str(spec.gpus_per_node)}
+    if spec.rdma:
+        out[RDMA_RESOURCE] = "1"
+    out.update(dict(spec.extra_resources))
+    return out
+
+
+def selector_text(scheduling: Scheduling) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(scheduling.node_selector.items()))
+
+
+def hints(s: Settings, spec: RunSpec) -> list[str]:
+    out = ["`kubectl get nodes -l " + selector_text(spec.scheduling) + " -o wide` and the node pool's scaling "
+           "activity in the ACK console"]
+    if s.gpu_pool.kind == "lingjun":
+        out.append("that the Lingjun node group's machines were added to the pool (ACK console > Node pools > "
+                   "the pool > Nodes) and are Running in the Lingjun console")
+    out.append(f"`kubectl describe node <node>`: {GPU_RESOURCE} comes from the GPU device plugin"
+               + (f", {RDMA_RESOURCE} from ack-rdma-device-plugin" if spec.rdma else ""))
+    return out
+
+
+def cluster_role_manifest(s: Settings) -> dict:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            # Cluster-scoped: the environment name keeps two stacks on one cluster apart.
+            "metadata": {"name": f"{s.name}-node-gate", "labels": dict(LABELS)},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]}
+
+
+def cluster_role_binding_manifest(s: Settings, namespace: str) -> dict:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{s.name}-node-gate", "labels": dict(LABELS)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{s.name}-node-gate"},
+            "subjects": [{"kind": "ServiceAccount", "name": GATE_SERVICE_ACCOUNT, "namespace": namespace}]}
+
+
+def service_account_manifest(namespace: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": GATE_SERVICE_ACCOUNT, "namespace": namespace, "labels": dict(LABELS)}}
+
+
+def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
+    """The gate Job guarding one run (`spec`), in the run's namespace."""
+    timeout = s.job.node_gate_timeout_seconds
+    env = {"GATE_POOL": pool_name(s), "GATE_SELECTOR": selector_text(spec.scheduling), "GATE_NODES": str(spec.nodes),
+           "GATE_RESOURCES": json.dumps(needed_resources(spec), sort_keys=True),
+           "GATE_TIMEOUT_SECONDS": str(timeout), "GATE_POLL_SECONDS": str(POLL_SECONDS),
+           "GATE_HINTS": json.dumps(hints(s, spec)),
+           "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+    sched = system_scheduling(s)
+    tiny = {"cpu": "100m", "memory": "128Mi"}
+    job_spec = {
+        "backoffLimit": 0,  # the gate waits itself; a second pod would only wait again
+        "activeDeadlineSeconds": timeout + 300,  # pulling the small image and starting count too
+        "template": {
+            "metadata": {"labels": dict(LABELS)},
+            "spec": {
+                "restartPolicy": "Never",
+                "serviceAccountName": GATE_SERVICE_ACCOUNT,
+                "automountServiceAccountToken": True,  # it lists nodes, with nothing else allowed
+                "enableServiceLinks": False,
+                "nodeSelector": dict(sched.node_selector),
+                "tolerations": [dict(t) for t in sched.tolerations],
+                "securityContext": {"runAsNonRoot": True, "runAsUser": NOBODY, "runAsGroup": NOBODY,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "gate",
+                    "image": s.versions.dataset_image,
+                    "command": ["python", "-m", "pipeline.node_gate"],
+                    "env": [{"name": k, "value": v} for k, v in env.items()],
+                    "resources": {"requests": dict(tiny), "limits": dict(tiny)},
+                    # The message pulumi-kubernetes shows; the log tail when the script could not write it.
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]}},
+                    "volumeMounts": [{"name": "code", "mountPath": f"{CODE_ROOT}/pipeline", "readOnly": True}],
+                }],
+                "volumes": [{"name": "code", "configMap": {"name": code_config_map, "defaultMode": 0o444}}],
+            },
+        },
+    }
+    guarded = json.dumps({"job": job_spec, "run": [spec.name, spec.entrypoint, spec.wiring.config_sha256]},
+                         sort_keys=True)
+    digest = hashlib.sha256(guarded.encode()).hexdigest()[:10]
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{spec.name[:40]}-gate-{digest}", "namespace": spec.namespace,
+                         "labels": dict(LABELS)},
+            "spec": job_spec}

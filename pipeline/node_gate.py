@@ -1,0 +1,155 @@
+"""GPU node gate: wait (bounded) until the GPU pool's nodes are Ready with the resources the job needs, or fail
+with a message naming the pool, how many nodes joined and what to check.
+
+Runs as a Kubernetes Job before the RayJob is created (components/workloads/training/gate.py): pulumi-kubernetes
+awaits the Job's completion and reports a failed pod's termination message in `pulumi up`, so an empty or
+half-joined pool stops the run within minutes instead of leaving the RayJob Pending until its deadline.
+
+Reads its whole configuration from the environment (the Job's manifest writes it):
+
+    GATE_POOL              the pool's name, for messages (e.g. verl-dev-gpu)
+    GATE_SELECTOR          label selector of its nodes (e.g. verl-ack/pool=gpu)
+    GATE_NODES             how many nodes must be Ready
+    GATE_RESOURCES         JSON {"nvidia.com/gpu": "8", "rdma/hca": "1"}: least allocatable per node
+    GATE_TIMEOUT_SECONDS   how long to wait for them
+    GATE_POLL_SECONDS      how often to look (default 15)
+    GATE_HINTS             JSON list of what to check when they do not come, appended to the message
+
+Lists nodes with the pod's service-account token (a ClusterRole that may only get and list nodes); standard library
+only, so the Job starts without installing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Callable
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TERMINATION_LOG = "/dev/termination-log"
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity as a number (the extended resources this gate reads are plain counts; CPU-style
+    suffixes are handled for completeness)."""
+    text = str(text).strip()
+    binary = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+    decimal = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+    for suffix, factor in binary.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    if text and text[-1] in decimal:
+        return float(text[:-1]) * decimal[text[-1]]
+    return float(text)
+
+
+@dataclass
+class NodeReport:
+    name: str
+    ready: bool
+    short: dict[str, str] = field(default_factory=dict)  # resource -> allocatable, where below what is needed
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    joined: int
+    ready: int
+    usable: int
+    nodes: list[NodeReport]
+
+
+def judge(node_list: dict, expected: int, needed: dict[str, str]) -> Verdict:
+    """The gate's verdict from a NodeList: enough nodes Ready with at least `needed` allocatable."""
+    reports = []
+    for node in node_list.get("items") or []:
+        status = node.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        allocatable = status.get("allocatable") or {}
+        short = {r: str(allocatable.get(r, "0")) for r, q in needed.items()
+                 if quantity(allocatable.get(r, "0")) < quantity(q)}
+        reports.append(NodeReport((node.get("metadata") or {}).get("name", "?"), ready, short))
+    usable = sum(1 for r in reports if r.ready and not r.short)
+    return Verdict(ok=usable >= expected, joined=len(reports), ready=sum(r.ready for r in reports), usable=usable,
+                   nodes=sorted(reports, key=lambda r: r.name))
+
+
+def message(pool: str, selector: str, expected: int, needed: dict[str, str], v: Verdict, waited: float,
+            hints: list[str]) -> str:
+    want = ", ".join(f"{r} >= {q}" for r, q in needed.items())
+    head = (f"GPU pool {pool}: {v.usable} of {expected} node(s) usable after {waited / 60:.1f} min "
+            f"({v.joined} joined with labels {selector}, {v.ready} Ready, {v.usable} with allocatable {want})")
+    detail = [f"{n.name}: {'Ready' if n.ready else 'NotReady'}"
+              + (", allocatable " + ", ".join(f"{r}={q}" for r, q in n.short.items()) if n.short else "")
+              for n in v.nodes if not n.ready or n.short]
+    out = head + (". " + "; ".join(detail) if detail else "")
+    if hints:
+        out += ". Check: " + "; ".join(hints)
+    return out
+
+
+class Api:
+    """The in-cluster API server, authenticated with the pod's service-account token."""
+
+    def __init__(self, sa_dir: str = SA_DIR):
+        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+        self.base = f"https://{host}:{port}"
+        with open(f"{sa_dir}/token", encoding="utf-8") as f:
+            self.token = f.read().strip()
+        self.context = ssl.create_default_context(cafile=f"{sa_dir}/ca.crt")
+
+    def nodes(self, selector: str) -> dict:
+        url = f"{self.base}/api/v1/nodes?" + urllib.parse.urlencode({"labelSelector": selector})
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+            return json.load(response)
+
+
+def wait(list_nodes: Callable[[], dict], expected: int, needed: dict[str, str], timeout: float, poll: float,
+         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+         log: Callable[[str], None] = print) -> tuple[Verdict, float]:
+    """Poll until the verdict is ok or `timeout` seconds passed; an API error is logged and retried."""
+    start = clock()
+    verdict = Verdict(False, 0, 0, 0, [])
+    while True:
+        try:
+            verdict = judge(list_nodes(), expected, needed)
+            log(f"node gate: {verdict.joined} joined, {verdict.ready} Ready, {verdict.usable} usable of {expected}")
+        except Exception as err:  # noqa: BLE001 (the API server may be briefly unreachable; retried until timeout)
+            log(f"node gate: listing nodes failed: {err!r}")
+        waited = clock() - start
+        if verdict.ok or waited >= timeout:
+            return verdict, waited
+        sleep(min(poll, max(0.0, timeout - waited)))
+
+
+def main() -> int:
+    env = os.environ
+    pool, selector, expected = env["GATE_POOL"], env["GATE_SELECTOR"], int(env["GATE_NODES"])
+    needed = json.loads(env["GATE_RESOURCES"])
+    hints = json.loads(env.get("GATE_HINTS", "[]"))
+    api = Api()
+    verdict, waited = wait(lambda: api.nodes(selector), expected, needed, float(env["GATE_TIMEOUT_SECONDS"]),
+                           float(env.get("GATE_POLL_SECONDS", "15")))
+    if verdict.ok:
+        print(f"node gate: GPU pool {pool}: {verdict.usable} of {expected} node(s) Ready with the resources the job "
+              "needs", flush=True)
+        return 0
+    text = message(pool, selector, expected, needed, verdict, waited, hints)
+    print(text, file=sys.stderr, flush=True)
+    try:  # what pulumi-kubernetes shows for the failed pod (its termination message)
+        with open(TERMINATION_LOG, "w", encoding="utf-8") as f:
+            f.write(text[:4000])
+    except OSError:
+        pass
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
