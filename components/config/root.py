@@ -304,6 +304,18 @@ class Settings(Strict):
         return self
 
     @model_validator(mode="after")
+    def _host_network_sources(self) -> Settings:
+        """Multi-node Lingjun Ray pods run on the host network (components/wiring.py ray_pods_use_rdma): policies
+        admit them by their nodes' CIDRs. A Lingjun stack runs in its machines' VPC, whose CIDRs only the user knows."""
+        if self.gpu_pool.kind == "lingjun" and self.gpu_pool.nodes > 1 and not self.job.host_network_cidrs:
+            raise ValueError(
+                "job.host_network_cidrs is required: the multi-node Lingjun Ray pods run on the host network, where "
+                "no pod selector matches them, and their nodes sit in the Lingjun machines' own vSwitch; list "
+                "the GPU nodes' vSwitch CIDRs (VPC console > vSwitches, or `kubectl get nodes -o wide`) so MLflow "
+                "and the other network policies admit them")
+        return self
+
+    @model_validator(mode="after")
     def _sandbox_manager_image(self) -> Settings:
         """The open-source manager is started with the MCP flags of PR #165: refuse an image that lacks them."""
         if self.sandbox.enabled and self.sandbox.manager == "open-source":

@@ -259,9 +259,8 @@ class JobSettings(Strict):
         default_factory=list, max_length=64,
         description="Where the Ray pods' traffic comes from when they run on the host network (multi-node Lingjun, "
         "RDMA): the GPU nodes' vSwitch CIDRs. NetworkPolicy pod selectors do not match host-network traffic, so the "
-        "policies that admit Ray pods (MLflow's) admit these CIDRs too. Empty = the node vSwitch CIDR of gpu_pool.zone "
-        "(cluster.network.node_cidrs) of the VPC this stack creates; required when the nodes sit in a VPC or "
-        "vSwitch the stack does not create (check the node IPs: `kubectl get nodes -o wide`).")
+        "policies that admit Ray pods (MLflow's) admit these CIDRs too. Required for multi-node Lingjun: the machines "
+        "sit in their own VPC's vSwitch (VPC console > vSwitches; the node IPs: `kubectl get nodes -o wide`).")
     gpu_pod_resources: dict[ExtendedResourceName, ResourceCount] = Field(
         default_factory=dict,
         description="Extended resources each GPU pod requests besides nvidia.com/gpu (e.g. an RDMA device-plugin "

@@ -64,18 +64,10 @@ def kuberay_operator_peer(s: Settings) -> dict:
 
 
 def ray_host_network_cidrs(s: Settings) -> list[str]:
-    """The CIDRs host-network Ray pods' traffic comes from, or [] when the Ray pods use the pod network."""
-    if not ray_pods_use_rdma(s):
-        return []
-    if s.job.host_network_cidrs:
-        return list(s.job.host_network_cidrs)
-    net = s.cluster.network
-    if s.kind != "experiment" and s.cluster.mode == "new" and net.vpc_id is None and s.gpu_pool.zone in s.zones:
-        return [net.node_cidrs[s.zones.index(s.gpu_pool.zone)]]
-    raise ValueError(
-        "job.host_network_cidrs: the multi-node Lingjun Ray pods run on the host network, where no pod selector "
-        "matches them, and this stack does not create the vSwitch their nodes sit in; list the GPU nodes' vSwitch "
-        "CIDRs (`kubectl get nodes -o wide` shows their addresses) so MLflow and the other policies admit them")
+    """The CIDRs host-network Ray pods' traffic comes from, or [] when the Ray pods use the pod network. A Lingjun
+    stack runs in its machines' VPC, so the settings require them (components/config/root.py
+    `_host_network_sources`)."""
+    return list(s.job.host_network_cidrs) if ray_pods_use_rdma(s) else []
 
 
 def ray_peers(s: Settings, namespace_selector: dict | None = None) -> list[dict]:

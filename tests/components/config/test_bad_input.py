@@ -221,3 +221,10 @@ def test_a_nat_eip_bandwidth_above_what_pay_by_traffic_allows_is_refused_before_
     assert NetworkSettings(nat_bandwidth_mbps=200).nat_bandwidth_mbps == 200
     own = NetworkSettings(vpc_id="vpc-t4n8x2k3m9q1w5e7r6y4a", node_vswitch_ids=["vsw-t4n1a"], nat_bandwidth_mbps=400)
     assert own.nat_bandwidth_mbps == 400
+
+
+def test_a_multi_node_lingjun_stack_in_its_machines_vpc_must_name_the_nodes_cidrs_before_anything_is_created():
+    raw = stack_settings("multinode")
+    raw["job"].pop("host_network_cidrs")
+    with pytest.raises(SettingsError, match="job.host_network_cidrs is required"):
+        parse_settings(raw)

@@ -151,23 +151,17 @@ def admits_address(policy: dict, address: str, port: int) -> bool:
     return False
 
 
-def gpu_node_address(stack: str) -> str:
-    s = settings(stack)
-    cidr = s.cluster.network.node_cidrs[s.zones.index(s.gpu_pool.zone)]
-    return cidr.rsplit(".", 2)[0] + ".3.7"  # an address inside the GPU zone's node vSwitch
-
-
 def test_multinode_mlflow_admits_the_host_network_ray_pods_from_their_gpu_nodes():
+    # multinode runs in its Lingjun machines' VPC: the nodes' CIDRs are given (job.host_network_cidrs)
     s = settings("multinode")
     rec = record("multinode")
     spec = rec.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").inputs["spec"]["rayClusterSpec"]
     assert spec["headGroupSpec"]["template"]["spec"]["hostNetwork"] is True
     pol = rec.get(POLICY, "tracking-ingress").inputs
-    assert admits_address(pol, gpu_node_address("multinode"), 5000)
-    assert not admits_address(pol, gpu_node_address("multinode"), 22)
+    node = s.job.host_network_cidrs[0].rsplit(".", 2)[0] + ".3.7"  # an address inside the GPU nodes' vSwitch
+    assert admits_address(pol, node, 5000)
+    assert not admits_address(pol, node, 22)
     assert not admits_address(pol, "172.16.0.9", 5000)  # nothing outside the GPU nodes' vSwitch
-    other_zone = s.cluster.network.node_cidrs[1 - s.zones.index(s.gpu_pool.zone)]
-    assert not admits_address(pol, other_zone.rsplit(".", 2)[0] + ".3.7", 5000)
 
 
 def test_a_pod_network_job_admits_no_address_only_ray_pods(stack_name):
@@ -178,12 +172,8 @@ def test_a_pod_network_job_admits_no_address_only_ray_pods(stack_name):
     assert not any("ipBlock" in peer for rule in pol["spec"]["ingress"] for peer in rule["from"]), stack_name
 
 
-def test_host_network_cidrs_are_required_where_the_stack_does_not_create_the_gpu_nodes_vswitch():
-    reused = {"cluster": {"network": {"vpc_id": "vpc-abc", "node_vswitch_ids": ["vsw-a", "vsw-b"],
-                                      "pod_vswitch_ids": ["vsw-c", "vsw-d"]}}}
-    s = settings("multinode", reused)
-    with pytest.raises(ValueError, match=r"job.host_network_cidrs: .*host network.*kubectl get nodes -o wide"):
-        np_.mlflow_network_policy_manifest(s, MLFLOW_LABELS)
-    given = settings("multinode", {**reused, "job": {"host_network_cidrs": ["192.168.40.0/24"]}})
+def test_the_host_network_policies_admit_exactly_the_gpu_nodes_cidrs_the_stack_names():
+    # the settings refuse a multi-node Lingjun stack without them (tests/components/config/test_bad_input.py)
+    given = settings("multinode", {"job": {"host_network_cidrs": ["192.168.40.0/24"]}})
     pol = np_.mlflow_network_policy_manifest(given, MLFLOW_LABELS)
     assert admits_address(pol, "192.168.40.20", 5000) and not admits_address(pol, "10.1.3.7", 5000)
