@@ -57,6 +57,10 @@ def stack_settings(stack: str, overrides: dict | None = None) -> dict:
         lj["node_ids"] = [f"e01-cn-test{i:04d}" for i in range(gp["nodes"])]
         if gp["nodes"] > 1 and not lj.get("security_group_id"):
             lj["security_group_id"], lj["ray_admit_cidrs"] = "sg-test", ["10.4.0.0/16"]
+        job = out.setdefault("job", {})
+        if gp["nodes"] > 1 and isinstance(job, dict) and not job.get("host_network_cidrs") \
+                and "host_network_cidrs" not in ((overrides or {}).get("job") or {}):
+            job["host_network_cidrs"] = ["10.0.0.0/16"]  # the nodes' vSwitch, for the host-network policies
     return out
 
 

@@ -79,7 +79,9 @@ def test_turning_the_public_api_off_is_refused_or_reported_as_ignored_never_as_a
 
 def test_a_training_setting_changes_only_the_training_job():
     report = _report("dev", {"training": {"total_training_steps": 2}})
-    assert report == {"train-rayjob": ("replace", ("spec.entrypoint",))}
+    # the new RayJob, and the node gate that guards it (its name carries the run: the nodes are checked again
+    # before the new run starts); nothing of the platform
+    assert report == {"train-rayjob": ("replace", ("spec.entrypoint",)), "train-gate": ("replace", ("metadata.name",))}
 
 
 def _write(path: Path, stack: str, overrides: dict) -> Path:
