@@ -44,9 +44,12 @@ def registry_repository(s: Settings) -> str:
     """host/namespace/repository the built image is pushed to and pulled from."""
     if s.image.registry == "existing":
         return s.image.existing_repository  # type: ignore[return-value]
-    # ACR Personal Edition's VPC endpoint: pulls stay inside the VPC and cost no NAT traffic.
-    host = s.image.registry_host or f"registry-vpc.{s.region}.aliyuncs.com"
-    return f"{host}/{s.image.namespace}/{s.image.repository}"
+    return f"{s.registry_namespace()}/{s.image.repository}"
+
+
+def sandbox_repository(s: Settings) -> str:
+    """Repository name of the mirrored code-interpreter image (upstream's, e.g. `code-interpreter`)."""
+    return s.versions.code_interpreter_image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
 
 
 def training_image(s: Settings) -> str:
@@ -78,12 +81,15 @@ def credential_helper_config(s: Settings) -> dict:
         return dict(img.credential_helper_config)
     host = registry_repository(s).split("/", 1)[0]
     match = _ACR_HOST_REGION.fullmatch(host)
+    # The warm sandboxes (and their pre-pull) pull a mirrored code-interpreter image as `default` of their namespace.
+    mirrored = s.kind == "single" and s.sandbox.enabled and s.sandbox_image_mirrored()
+    watched = [s.job.namespace] + ([s.sandbox.namespace] if mirrored else [])
     return {
         "AcrInstanceInfo": [{"instanceId": img.enterprise_instance_id or "", "regionId": match[1] if match else s.region}],
         "enableRRSA": False,
         "expiringThreshold": "15m",
         "serviceAccount": ",".join(dict.fromkeys([TRAINING_SERVICE_ACCOUNT, PREPULL_SERVICE_ACCOUNT])),
-        "watchNamespace": "all" if s.kind == "platform" else s.job.namespace,
+        "watchNamespace": "all" if s.kind == "platform" else ",".join(watched),
     }
 
 
@@ -119,6 +125,14 @@ class ImageRegistry(pulumi.ComponentResource):
                 repo_type="PRIVATE", summary="verl training image built from image/ by the image workflow",
                 # Tags are content hashes: the same tag must always mean the same bytes.
                 tag_immutability=True, opts=child)
+            if settings.sandbox.enabled and settings.sandbox_image_mirrored():
+                # The namespace does not create repositories on push (auto_create=False): the mirror job's copy of
+                # the code-interpreter image needs its repository. Its tags are upstream's releases, never re-pushed.
+                alicloud.cs.RegistryEnterpriseRepo(
+                    f"{name}-sandbox-repo", instance_id=img.enterprise_instance_id, namespace=ns.name,
+                    name=sandbox_repository(settings), repo_type="PRIVATE",
+                    summary="mirror of the code-interpreter sandbox image (image workflow, mirror job)",
+                    tag_immutability=True, opts=child)
         if img.source == "built" and img.credential_helper:
             self.ready.append(alicloud.cs.KubernetesAddon(
                 f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=CREDENTIAL_HELPER_ADDON,
