@@ -33,6 +33,7 @@ from components.model import preset_of
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
 from offline.engine import Recording, Registration
 from offline.report.section import Section, table
+from offline.report.warm_pool import WarmPool, warm_pool
 
 RAYJOB_TYPE = "kubernetes:ray.io/v1:RayJob"  # pulumi_kubernetes CustomResource: f"kubernetes:{apiVersion}:{kind}"
 JOB_TYPE = "kubernetes:batch/v1:Job"
@@ -259,6 +260,8 @@ class CriticalPath:
     phases: dict[str, float]
     notes: list[str] = field(default_factory=list)
     pods_start_minutes: float = 0.0  # the Ray pods start on the GPU nodes (they hold them from here)
+    warm_pool: Optional[WarmPool] = None  # the SandboxSet's cold start (offline/report/warm_pool.py)
+    warm_pool_on_critical_path: bool = False  # the first tool call waits for it
 
     def timeline(self, source: str = "recorded resource graph") -> Timeline:
         return Timeline(self.first_step_minutes, self.gpu_pool_start_minutes or 0.0,
@@ -272,6 +275,8 @@ class CriticalPath:
         d["path"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in st.items()} for st in d["path"]]
         d["image_pull"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["image_pull"].items()}
         d["phases"] = {k: round(v, 2) for k, v in d["phases"].items()}
+        if d["warm_pool"]:
+            d["warm_pool"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["warm_pool"].items()}
         return d
 
 
@@ -481,13 +486,21 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
         chain.append(Step(name, "training phase", "training_phase", t, phases[name], t + phases[name]))
         t += phases[name]
 
+    # The first rollout's first tool call claims a warm sandbox: a pool still pulling its image delays the step.
+    pool = warm_pool(s, recording, sched.finish)
+    pool_on_path = pool is not None and pool.ready > first_step
+    if pool_on_path:
+        chain.append(Step("first tool call waits for the warm sandbox pool", pool.image, "sandbox_warm_pool",
+                          first_step, pool.ready - first_step, pool.ready))
+        first_step = pool.ready
     serial = sum(sched.minutes[u] for u in urns) + sum(phases.values())
     idle = first_step - gpu_ready if gpu_ready is not None else None
     return CriticalPath(
         first_step_minutes=first_step, graph_minutes=graph, serial_minutes=serial, path=chain,
         gpu_pool_start_minutes=gpu_start, gpu_pool_ready_minutes=gpu_ready, gpu_idle_minutes=idle,
         image_pull=ImagePull(image, L.training_image_gib, rate, via_nat, pull, prepulled, pull_on_path),
-        phases=phases, notes=notes, pods_start_minutes=pods_start)
+        phases=phases, notes=notes, pods_start_minutes=pods_start, warm_pool=pool,
+        warm_pool_on_critical_path=pool_on_path)
 
 
 def plan_critical_path(recording: Recording, s: Settings) -> CriticalPath:
@@ -503,6 +516,15 @@ def own_start_minutes(s: Settings, cp: CriticalPath) -> float:
     in_region = mbit_minutes(L.training_image_gib * 2**30, L.node_pull_mbps) * (
         L.lazy_pull_fraction if s.image.lazy_loading else 1.0)
     return in_region + L.ray_start_minutes + submit_minutes(s) + cp.phases["verl init and model load"]
+
+
+def warm_pool_row(s: Settings, w: WarmPool, on_path: bool) -> tuple[str, str]:
+    where = (f"through the NAT: {s.cluster.network.nat_bandwidth_mbps} Mbit/s shared by the sandbox nodes"
+             if w.via_nat else "in-region VPC endpoint")
+    return ("warm sandbox pool ready " + ("(on the critical path: the first tool call waits)" if on_path
+                                          else "(off the critical path)"),
+            f"{w.ready:.1f} min: {s.latency.sandbox_image_gib:g} GiB of {w.image} at {w.mbps:.0f} Mbit/s per node "
+            f"({where}) from {w.pull_start:.1f} min, then {s.latency.sandbox_start_minutes:g} min pod start")
 
 
 def _m(x: Optional[float]) -> str:
@@ -530,6 +552,8 @@ def latency_section(s: Settings, recording: Recording):
         ("image pull " + ("(on the critical path)" if p.on_critical_path else "(off the critical path)"),
          f"{p.minutes:.1f} min: {pull_note}"),
     ]
+    if cp.warm_pool:
+        rows.append(warm_pool_row(s, cp.warm_pool, cp.warm_pool_on_critical_path))
     md = "**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement.\n\n"
     if s.kind == "experiment":
         md += ("Times below are from the start of this experiment's `pulumi up` on a platform that is already up "
@@ -693,6 +717,8 @@ def platform_latency_section(s: Settings, recording: Recording):
     graph = round(cp.graph_minutes, 2)
     rows = [("all resources created (`pulumi up` returns)", _m(graph)),
             ("serial sum of the same steps", _m(serial))]
+    if cp.warm_pool:
+        rows.append(warm_pool_row(s, cp.warm_pool, False))
     md = ("**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement. A platform "
           "stack runs no training: each experiment stack's plan shows its time to the first step on this platform "
           "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + ownership(s))
