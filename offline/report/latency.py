@@ -299,6 +299,9 @@ class _Schedule:
                 self.children.setdefault(r.parent, []).append(r.urn)
         self.kind = {u: kind_of(r) for u, r in self.regs.items()}
         self.minutes = {u: create_minutes(s, k) for u, k in self.kind.items()}
+        for u, r in self.regs.items():  # Pulumi does not wait for these (the sandbox image pull DaemonSet)
+            if r.custom and _annotations(r).get(SKIP_AWAIT) == "true":
+                self.minutes[u] = create_minutes(s, "k8s_object")
         self.pull = pull_minutes(s, training_image(s, recording))[0]
         self.gpu_pool = next((u for u, k in self.kind.items() if k == "gpu_node_pool"), None)
         ecs = s.gpu_pool.ecs
