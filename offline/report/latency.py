@@ -727,4 +727,6 @@ def platform_latency_section(s: Settings, recording: Recording):
           "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + ownership(s))
     data = {"graph_minutes": graph, "serial_minutes": serial,
             "assumptions": s.latency.model_dump(exclude=unused_inputs(s))}
+    if cp.warm_pool:
+        data["warm_pool"] = cp.as_dict()["warm_pool"]
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)
