@@ -71,7 +71,8 @@ def credential_helper_config(s: Settings) -> dict:
     else derived. The helper attaches its pull Secret only to the namespaces and service accounts its config
     names (default: `default` SAs of the `default` namespace), so the derived config names the job namespace and
     the service accounts whose pods pull the built image: the RayJob's pods (verl-train) and the pre-pull
-    DaemonSet and the KubeRay submitter Job (`default`), and the sandbox namespace when its pods pull a mirrored code-interpreter image (as `default`). A platform stack serves experiments whose namespaces it
+    DaemonSet and the KubeRay submitter Job (`default`), and the sandbox namespace when its pods pull a mirrored
+    code-interpreter image (as `default`). A platform stack serves experiments whose namespaces it
     does not know (each brings its own job.namespace), so it watches `all` namespaces, still for those two service
     accounts only. `AcrInstanceInfo` names the instance: instanceId for Enterprise (empty for Personal), regionId
     from the registry host. Keys and JSON spelling: docs/facts.md §5 (Alibaba's helper page for the labels, a
