@@ -44,9 +44,12 @@ def registry_repository(s: Settings) -> str:
     """host/namespace/repository the built image is pushed to and pulled from."""
     if s.image.registry == "existing":
         return s.image.existing_repository  # type: ignore[return-value]
-    # ACR Personal Edition's VPC endpoint: pulls stay inside the VPC and cost no NAT traffic.
-    host = s.image.registry_host or f"registry-vpc.{s.region}.aliyuncs.com"
-    return f"{host}/{s.image.namespace}/{s.image.repository}"
+    return f"{s.registry_namespace()}/{s.image.repository}"
+
+
+def sandbox_repository(s: Settings) -> str:
+    """Repository name of the mirrored code-interpreter image (upstream's, e.g. `code-interpreter`)."""
+    return s.versions.code_interpreter_image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
 
 
 def training_image(s: Settings) -> str:
@@ -68,7 +71,8 @@ def credential_helper_config(s: Settings) -> dict:
     else derived. The helper attaches its pull Secret only to the namespaces and service accounts its config
     names (default: `default` SAs of the `default` namespace), so the derived config names the job namespace and
     the service accounts whose pods pull the built image: the RayJob's pods (verl-train) and the pre-pull
-    DaemonSet and the KubeRay submitter Job (`default`). A platform stack serves experiments whose namespaces it
+    DaemonSet and the KubeRay submitter Job (`default`), and the sandbox namespace when its pods pull a mirrored
+    code-interpreter image (as `default`). A platform stack serves experiments whose namespaces it
     does not know (each brings its own job.namespace), so it watches `all` namespaces, still for those two service
     accounts only. `AcrInstanceInfo` names the instance: instanceId for Enterprise (empty for Personal), regionId
     from the registry host. Keys and JSON spelling: docs/facts.md §5 (Alibaba's helper page for the labels, a
@@ -78,12 +82,15 @@ def credential_helper_config(s: Settings) -> dict:
         return dict(img.credential_helper_config)
     host = registry_repository(s).split("/", 1)[0]
     match = _ACR_HOST_REGION.fullmatch(host)
+    # The warm sandboxes (and their pre-pull) pull a mirrored code-interpreter image as `default` of their namespace.
+    mirrored = s.kind == "single" and s.sandbox.enabled and s.sandbox_image_mirrored()
+    watched = [s.job.namespace] + ([s.sandbox.namespace] if mirrored else [])
     return {
         "AcrInstanceInfo": [{"instanceId": img.enterprise_instance_id or "", "regionId": match[1] if match else s.region}],
         "enableRRSA": False,
         "expiringThreshold": "15m",
         "serviceAccount": ",".join(dict.fromkeys([TRAINING_SERVICE_ACCOUNT, PREPULL_SERVICE_ACCOUNT])),
-        "watchNamespace": "all" if s.kind == "platform" else s.job.namespace,
+        "watchNamespace": "all" if s.kind == "platform" else ",".join(watched),
     }
 
 
@@ -119,6 +126,14 @@ class ImageRegistry(pulumi.ComponentResource):
                 repo_type="PRIVATE", summary="verl training image built from image/ by the image workflow",
                 # Tags are content hashes: the same tag must always mean the same bytes.
                 tag_immutability=True, opts=child)
+            if settings.sandbox.enabled and settings.sandbox_image_mirrored():
+                # The namespace does not create repositories on push (auto_create=False): the mirror job's copy of
+                # the code-interpreter image needs its repository. Its tags are upstream's releases, never re-pushed.
+                alicloud.cs.RegistryEnterpriseRepo(
+                    f"{name}-sandbox-repo", instance_id=img.enterprise_instance_id, namespace=ns.name,
+                    name=sandbox_repository(settings), repo_type="PRIVATE",
+                    summary="mirror of the code-interpreter sandbox image (image workflow, mirror job)",
+                    tag_immutability=True, opts=child)
         if img.source == "built" and img.credential_helper:
             self.ready.append(alicloud.cs.KubernetesAddon(
                 f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=CREDENTIAL_HELPER_ADDON,

@@ -40,6 +40,12 @@ class LatencySettings(Strict):
     training_image_gib: float = Field(
         25, gt=0, le=1024, description="Size of the training image to pull, GiB (estimate: verl's vLLM images are 20+ GB; "
         "check with `docker manifest inspect` or the registry's UI).")
+    sandbox_image_gib: float = Field(
+        2, gt=0, le=1024, description="Size of the code-interpreter sandbox image to pull, GiB (estimate: no public "
+        "source states it; check with `docker manifest inspect` or the registry's UI).")
+    sandbox_start_minutes: float = Field(
+        0.5, ge=0, le=10080, description="A warm sandbox's start once its image is on the node: envd init and the "
+        "startup probe (estimate; the tutorial's probe allows up to ~40 s).")
     dataset_mib: float = Field(
         10, gt=0, le=1e8, description="Size of the raw dataset the dataset Job downloads, MiB (GSM8K is a few MB).")
     job_start_minutes: float = Field(

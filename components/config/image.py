@@ -248,7 +248,8 @@ class ImageSettings(Strict):
         default_factory=dict,
         description="Config JSON of the credential helper add-on, replacing the derived one. Empty = derived "
         "(components/cloud/registry.py): AcrInstanceInfo [{instanceId: enterprise_instance_id or empty for Personal, "
-        "regionId}], watchNamespace = job.namespace, serviceAccount = verl-train,default (the training pods, the "
+        "regionId}], watchNamespace = job.namespace (plus sandbox.namespace when the sandbox image is mirrored), "
+        "serviceAccount = verl-train,default (the training pods, the "
         "pre-pull DaemonSet and KubeRay's submitter), expiringThreshold 15m, enableRRSA false. Key spelling is "
         "third-party evidence (docs/facts.md §5); check with `cs.get_kubernetes_addon_metadata(cluster_id, "
         "'managed-aliyun-acr-credential-helper', version).config_schema`.")

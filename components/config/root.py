@@ -324,6 +324,14 @@ class Settings(Strict):
                 raise ValueError(problem)
         return self
 
+    @model_validator(mode="after")
+    def _sandbox_mirror(self) -> Settings:
+        if self.sandbox.enabled and self.sandbox.image_mirror and self.registry_namespace() is None:
+            raise ValueError("sandbox.image_mirror: true needs the stack's own ACR registry (image.source: built with "
+                             "image.registry); set image.source: built, or leave image_mirror empty to pull "
+                             f"{self.versions.code_interpreter_image} directly")
+        return self
+
     def warnings(self) -> list[tuple[str, str]]:
         """(field, message) for what validation cannot decide: defaults no public source confirms, and facts about
         the user's cloud account the program cannot read. The Pulumi program prints them (pulumi.log.warn)."""
@@ -350,6 +358,30 @@ class Settings(Strict):
                         "scales down), and destroying an experiment does not remove it; use owner: experiment unless "
                         "that is intended (a platform-owned pool pays off for Lingjun, which bills in a pool or not)"))
         return out
+
+    def registry_namespace(self) -> str | None:
+        """host/namespace of the stack's own ACR registry (the built training image's), None without one."""
+        img = self.image
+        if img.source != "built":
+            return None
+        if img.registry == "existing":
+            return img.existing_repository.rsplit("/", 1)[0]  # type: ignore[union-attr]
+        # ACR Personal Edition's VPC endpoint: pulls stay inside the VPC and cost no NAT traffic.
+        host = img.registry_host or f"registry-vpc.{self.region}.aliyuncs.com"
+        return f"{host}/{img.namespace}"
+
+    def sandbox_image_mirrored(self) -> bool:
+        """Whether the sandbox pods pull the code-interpreter image from the stack's registry (sandbox.image_mirror)."""
+        return self.registry_namespace() is not None and self.sandbox.image_mirror is not False
+
+    def sandbox_image(self) -> str:
+        """The code-interpreter image the warm pool and its pre-pull run: the mirror in the stack's registry (same
+        repository name, tag and digest: a copy of the manifest keeps its digest) or versions.code_interpreter_image,
+        with the pinned digest either way."""
+        ref = self.versions.code_interpreter_image_ref()
+        if not self.sandbox_image_mirrored():
+            return ref
+        return f"{self.registry_namespace()}/{ref.rsplit('/', 1)[-1]}"
 
     def owns_gpu_pool(self) -> bool:
         """Whether this stack creates the GPU node pool (and its image pre-pull): a single stack always, a platform

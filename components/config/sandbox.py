@@ -120,6 +120,15 @@ class SandboxSettings(Strict):
         None, description="RuntimeClass of the sandbox pods. Empty = the nodes' default runtime (runC). `runv` is "
         "ACK Sandboxed-Container (a lightweight VM per pod); it needs nodes with that runtime, e.g. "
         "dedicated_pool.runtime_name: Sandboxed-Container.runv.")
+    image_mirror: Optional[bool] = Field(
+        None, description="Pull the code-interpreter image from a mirror in the stack's own ACR registry (the "
+        "training image's: image.source built), <registry host>/<image.namespace>/code-interpreter:<tag>@<digest>, "
+        "over the VPC endpoint instead of across regions through the NAT. The image workflow's mirror job copies it "
+        "there (docs/sandbox.md \"Where the sandbox image comes from\"). Empty = mirror whenever the stack has that "
+        "registry; false = pull versions.code_interpreter_image itself; true = require the registry.")
+    pull_ahead: bool = Field(
+        True, description="Pull the code-interpreter image onto every node the sandboxes run on as soon as it joins "
+        "(a DaemonSet in sandbox.namespace, created before the SandboxSet), so the warm pool's pods find it on disk.")
     dedicated_pool: Optional[SandboxPoolSettings] = Field(
         None, description="A tainted node pool only sandboxes run on. Empty = sandboxes share the system pool with "
         "the controllers, MLflow and the data jobs.")

@@ -33,6 +33,7 @@ from components.model.wait import mbit_minutes, model_bytes, nat_cap_mbps, pull_
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
 from offline.engine import Recording, Registration
 from offline.report.section import Section, table
+from offline.report.warm_pool import WarmPool, warm_pool
 
 RAYJOB_TYPE = "kubernetes:ray.io/v1:RayJob"  # pulumi_kubernetes CustomResource: f"kubernetes:{apiVersion}:{kind}"
 JOB_TYPE = "kubernetes:batch/v1:Job"
@@ -226,6 +227,8 @@ class CriticalPath:
     phases: dict[str, float]
     notes: list[str] = field(default_factory=list)
     pods_start_minutes: float = 0.0  # the Ray pods start on the GPU nodes (they hold them from here)
+    warm_pool: Optional[WarmPool] = None  # the SandboxSet's cold start (offline/report/warm_pool.py)
+    warm_pool_on_critical_path: bool = False  # the first tool call waits for it
 
     def timeline(self, source: str = "recorded resource graph") -> Timeline:
         return Timeline(self.first_step_minutes, self.gpu_pool_start_minutes or 0.0,
@@ -239,6 +242,8 @@ class CriticalPath:
         d["path"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in st.items()} for st in d["path"]]
         d["image_pull"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["image_pull"].items()}
         d["phases"] = {k: round(v, 2) for k, v in d["phases"].items()}
+        if d["warm_pool"]:
+            d["warm_pool"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["warm_pool"].items()}
         return d
 
 
@@ -261,6 +266,9 @@ class _Schedule:
                 self.children.setdefault(r.parent, []).append(r.urn)
         self.kind = {u: kind_of(r) for u, r in self.regs.items()}
         self.minutes = {u: create_minutes(s, k) for u, k in self.kind.items()}
+        for u, r in self.regs.items():  # Pulumi does not wait for these (the sandbox image pull DaemonSet)
+            if r.custom and _annotations(r).get(SKIP_AWAIT) == "true":
+                self.minutes[u] = create_minutes(s, "k8s_object")
         self.pull = pull_minutes(s, training_image(s, recording))[0]
         self.gpu_pool = next((u for u, k in self.kind.items() if k == "gpu_node_pool"), None)
         ecs = s.gpu_pool.ecs
@@ -448,13 +456,21 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
         chain.append(Step(name, "training phase", "training_phase", t, phases[name], t + phases[name]))
         t += phases[name]
 
+    # The first rollout's first tool call claims a warm sandbox: a pool still pulling its image delays the step.
+    pool = warm_pool(s, recording, sched.finish)
+    pool_on_path = pool is not None and pool.ready > first_step
+    if pool_on_path:
+        chain.append(Step("first tool call waits for the warm sandbox pool", pool.image, "sandbox_warm_pool",
+                          first_step, pool.ready - first_step, pool.ready))
+        first_step = pool.ready
     serial = sum(sched.minutes[u] for u in urns) + sum(phases.values())
     idle = first_step - gpu_ready if gpu_ready is not None else None
     return CriticalPath(
         first_step_minutes=first_step, graph_minutes=graph, serial_minutes=serial, path=chain,
         gpu_pool_start_minutes=gpu_start, gpu_pool_ready_minutes=gpu_ready, gpu_idle_minutes=idle,
         image_pull=ImagePull(image, L.training_image_gib, rate, via_nat, pull, prepulled, pull_on_path),
-        phases=phases, notes=notes, pods_start_minutes=pods_start)
+        phases=phases, notes=notes, pods_start_minutes=pods_start, warm_pool=pool,
+        warm_pool_on_critical_path=pool_on_path)
 
 
 def plan_critical_path(recording: Recording, s: Settings) -> CriticalPath:
@@ -470,6 +486,15 @@ def own_start_minutes(s: Settings, cp: CriticalPath) -> float:
     in_region = mbit_minutes(L.training_image_gib * 2**30, L.node_pull_mbps) * (
         L.lazy_pull_fraction if s.image.lazy_loading else 1.0)
     return in_region + L.ray_start_minutes + submit_minutes(s) + cp.phases["verl init and model load"]
+
+
+def warm_pool_row(s: Settings, w: WarmPool, on_path: bool) -> tuple[str, str]:
+    where = (f"through the NAT: {s.cluster.network.nat_bandwidth_mbps} Mbit/s shared by the sandbox nodes"
+             if w.via_nat else "in-region VPC endpoint")
+    return ("warm sandbox pool ready " + ("(on the critical path: the first tool call waits)" if on_path
+                                          else "(off the critical path)"),
+            f"{w.ready:.1f} min: {s.latency.sandbox_image_gib:g} GiB of {w.image} at {w.mbps:.0f} Mbit/s per node "
+            f"({where}) from {w.pull_start:.1f} min, then {s.latency.sandbox_start_minutes:g} min pod start")
 
 
 def _m(x: Optional[float]) -> str:
@@ -497,6 +522,8 @@ def latency_section(s: Settings, recording: Recording):
         ("image pull " + ("(on the critical path)" if p.on_critical_path else "(off the critical path)"),
          f"{p.minutes:.1f} min: {pull_note}"),
     ]
+    if cp.warm_pool:
+        rows.append(warm_pool_row(s, cp.warm_pool, cp.warm_pool_on_critical_path))
     md = "**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement.\n\n"
     if s.kind == "experiment":
         md += ("Times below are from the start of this experiment's `pulumi up` on a platform that is already up "
@@ -660,9 +687,13 @@ def platform_latency_section(s: Settings, recording: Recording):
     graph = round(cp.graph_minutes, 2)
     rows = [("all resources created (`pulumi up` returns)", _m(graph)),
             ("serial sum of the same steps", _m(serial))]
+    if cp.warm_pool:
+        rows.append(warm_pool_row(s, cp.warm_pool, False))
     md = ("**ESTIMATE** from typical durations in `latency` settings (docs/latency.md), not a measurement. A platform "
           "stack runs no training: each experiment stack's plan shows its time to the first step on this platform "
           "(warm) and for a new platform + experiment.\n\n" + table(rows, ("platform", "value")) + "\n\n" + ownership(s))
     data = {"graph_minutes": graph, "serial_minutes": serial,
             "assumptions": s.latency.model_dump(exclude=unused_inputs(s))}
+    if cp.warm_pool:
+        data["warm_pool"] = cp.as_dict()["warm_pool"]
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)

@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import Settings
 from components.wiring import ClusterRefs, resource_kwargs
+from components.workloads.sandbox.image_pull import sandbox_image_pull_daemonset
 from components.workloads.sandbox.manifests import (
     ADMIN_KEY_ITEM,
     mcp_service_manifest,
@@ -104,12 +105,20 @@ class Sandboxes(pulumi.ComponentResource):
 
         # The SandboxSet needs its CRD and admission webhook (platform). On destroy the same dependency deletes
         # the SandboxSet (and so its sandboxes) before the controller that removes their finalizers goes away.
+        # The image pull starts on the sandbox nodes before the warm pool is created (image_pull.py); it needs only
+        # the namespace (platform) and the nodes.
+        pulled: list[pulumi.Resource] = []
+        if s.sandbox.pull_ahead:
+            self.image_pull = k8s.apps.v1.DaemonSet(
+                f"{name}-image-pull", **resource_kwargs(sandbox_image_pull_daemonset(s)),
+                opts=child([*platform, *args.sandbox_nodes_ready]))
+            pulled.append(self.image_pull)
         set_manifest = sandboxset_manifest(s)
         self.sandbox_set = k8s.apiextensions.CustomResource(
             f"{name}-pool",
             api_version=set_manifest["apiVersion"], kind=set_manifest["kind"],
             metadata=set_manifest["metadata"], spec=set_manifest["spec"],
-            opts=child([*platform, *args.sandbox_nodes_ready]))
+            opts=child([*platform, *args.sandbox_nodes_ready, *pulled]))
         # Both live in the sandbox namespace the platform creates.
         self.mcp_service = k8s.core.v1.Service(
             f"{name}-mcp", **resource_kwargs(mcp_service_manifest(s)), opts=child(platform))

@@ -231,7 +231,7 @@ def sandbox_pod_template(s: Settings) -> dict:
         }],
         "containers": [{
             "name": "sandbox",
-            "image": v.code_interpreter_image_ref(),
+            "image": s.sandbox_image(),
             "imagePullPolicy": "IfNotPresent",
             "env": envd_env(),
             "volumeMounts": envd_mount(),

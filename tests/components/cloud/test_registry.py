@@ -95,7 +95,7 @@ def test_the_prepull_daemonset_pulls_the_image_the_rayjob_runs():
     assert ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == head["image"]
     assert head["imagePullPolicy"] == "IfNotPresent"
     off = record("dev", official({"image": {"prepull": False}}))
-    assert off.by_type("kubernetes:apps/v1:DaemonSet") == []
+    assert [r for r in off.by_type("kubernetes:apps/v1:DaemonSet") if "prepull" in r.name] == []
 
 
 def test_the_official_image_is_pulled_by_tag_and_digest_by_the_rayjob_and_the_prepull_alike():
@@ -174,7 +174,8 @@ def test_the_credential_helper_config_is_derived_for_the_job_namespace_and_the_p
     from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT
     from tests.conftest import record
 
-    rec = record("dev", official({"image": {"source": "built", "tag": "abc123"}}))
+    # The mirrored sandbox image adds the sandbox namespace (tests/components/workloads/test_sandbox_image.py).
+    rec = record("dev", official({"image": {"source": "built", "tag": "abc123"}, "sandbox": {"image_mirror": False}}))
     helper = rec.get("alicloud:cs/kubernetesAddon:KubernetesAddon", "image-acr-credential-helper")
     expected = {"AcrInstanceInfo": [{"instanceId": "", "regionId": "ap-southeast-1"}], "enableRRSA": False,
                 "expiringThreshold": "15m", "serviceAccount": "verl-train,default", "watchNamespace": "verl"}
@@ -191,7 +192,7 @@ def test_the_credential_helper_config_is_derived_for_the_job_namespace_and_the_p
     # Enterprise: the instance id, and the region the registry host names.
     ent = settings({"image": {"source": "built", "registry": "enterprise", "enterprise_instance_id": "cri-abc",
                               "registry_host": "inst-registry-vpc.cn-beijing.cr.aliyuncs.com"},
-                    "job": {"namespace": "team-a"}})
+                    "job": {"namespace": "team-a"}, "sandbox": {"image_mirror": False}})
     cfg = credential_helper_config(ent)
     assert cfg["AcrInstanceInfo"] == [{"instanceId": "cri-abc", "regionId": "cn-beijing"}]
     assert cfg["watchNamespace"] == "team-a"

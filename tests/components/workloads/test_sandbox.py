@@ -117,7 +117,7 @@ def test_sandbox_pod_follows_the_tutorials_runtime_wiring_with_settings_images()
     assert init["image"] == s.versions.sandbox_runtime_image
     assert init["restartPolicy"] == "Always"  # a native sidecar
     assert {"name": "ENVD_DIR", "value": "/mnt/envd"} in init["env"]
-    assert box["image"] == s.versions.code_interpreter_image_ref()
+    assert box["image"] == s.sandbox_image()
     assert box["lifecycle"]["postStart"]["exec"]["command"] == ["bash", "/mnt/envd/envd-run.sh"]
     probe = box["startupProbe"]["httpGet"]
     assert (probe["path"], probe["port"]) == ("/health", 49999)

@@ -103,14 +103,14 @@ def sandbox_image(s) -> str:
 
 
 def test_the_sandbox_image_comes_from_the_registry_upstream_runs_not_the_tutorials_test_registry():
-    s = settings("dev")
+    s = settings("dev", {"sandbox": {"image_mirror": False}})
     assert sandbox_image(s) == "registry-ap-southeast-1.ack.aliyuncs.com/acs/code-interpreter:v1.6"
     assert "acs-image-test" not in sandbox_image(s)
 
 
 def test_a_pinned_sandbox_digest_is_what_every_warm_sandbox_pulls_and_an_unpinned_one_is_warned():
     digest = "sha256:" + "b" * 64
-    pinned = settings("dev", {"versions": {"code_interpreter_image_digest": digest}})
+    pinned = settings("dev", {"versions": {"code_interpreter_image_digest": digest}, "sandbox": {"image_mirror": False}})
     assert sandbox_image(pinned) == f"registry-ap-southeast-1.ack.aliyuncs.com/acs/code-interpreter:v1.6@{digest}"
     assert "versions.code_interpreter_image_digest" not in dict(pinned.warnings())
     assert "pulled by tag" in dict(settings("dev").warnings())["versions.code_interpreter_image_digest"]
