@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from components.config import DEFAULT_PRICES_USD, Settings
 from components.model import preset_of
+from components.sweep import variants
 from offline.report.cost_view import platform_markdown, run_markdown
 from offline.report.latency import CriticalPath, Timeline, model_bytes, own_start_minutes, plan_critical_path
 from offline.report.section import Section
@@ -299,6 +300,16 @@ def gpu_idle_cost(s: Settings, cp: CriticalPath) -> Optional[dict[str, Any]]:
             "avoidable_cost": _r(None if price is None else node_hours(avoidable) * price)}
 
 
+def run_hold_minutes(s: Settings, cp: CriticalPath, est: CostEstimate) -> float:
+    """Minutes one run holds the platform's GPU nodes: from its Ray pods' start (an autoscaled ECS pool: the nodes'
+    boot) through training and the finished cluster's TTL (and the scale-down of an autoscaled pool)."""
+    ecs = s.gpu_pool.ecs
+    autoscaled = ecs is not None and ecs.min_nodes < s.gpu_pool.nodes
+    held_from = cp.gpu_pool_start_minutes if autoscaled else cp.pods_start_minutes
+    minutes = cp.first_step_minutes - held_from + est.training_minutes + est.ttl_minutes
+    return minutes + (s.cost.scale_down_minutes if autoscaled else 0.0)
+
+
 def platform_gpu_use(s: Settings, cp: CriticalPath, est: CostEstimate, platform) -> dict[str, Any]:
     """An experiment on the platform's GPU pool: the GPU time its Ray pods hold and what that costs, billed to the
     platform. A fixed pool (Lingjun, or ECS at min_nodes = nodes) bills the platform anyway: this is the run's
@@ -308,12 +319,13 @@ def platform_gpu_use(s: Settings, cp: CriticalPath, est: CostEstimate, platform)
     ecs = s.gpu_pool.ecs
     autoscaled = ecs is not None and ecs.min_nodes < s.gpu_pool.nodes
     held_from = cp.gpu_pool_start_minutes if autoscaled else cp.pods_start_minutes
-    minutes = cp.first_step_minutes - held_from + est.training_minutes + est.ttl_minutes
-    minutes += s.cost.scale_down_minutes if autoscaled else 0.0
-    node_hours = s.gpu_pool.nodes * minutes / 60
+    minutes = run_hold_minutes(s, cp, est)
+    # a sweep queues one RayJob per variant, one after another on the same pool: each holds it as long
+    runs = max(1, len(variants(s)))
+    node_hours = runs * s.gpu_pool.nodes * minutes / 60
     gpus = node_hours * s.gpu_pool.gpus_per_node
     return {"billed_to": s.platform_stack, "platform_stack": platform.stack if platform is not None else None,
-            "nodes": s.gpu_pool.nodes, "gpus": s.gpu_pool.nodes * s.gpu_pool.gpus_per_node,
+            "nodes": s.gpu_pool.nodes, "gpus": s.gpu_pool.nodes * s.gpu_pool.gpus_per_node, "runs": runs,
             "minutes": _r(minutes), "before_first_step_minutes": _r(cp.first_step_minutes - held_from),
             "node_hours": _r(node_hours, 3), "gpu_hours": _r(gpus, 2), "price_key": key, "unit_price": price,
             "cost": _r(None if price is None else node_hours * price), "adds_to_platform_bill": autoscaled,

@@ -6,6 +6,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 
+def _runs(use: dict) -> str:
+    """"4 runs x " for a sweep's queued variants; nothing for one run."""
+    return f"{use['runs']} runs x " if use.get("runs", 1) > 1 else ""
+
 def money(x: Optional[float], cur: str) -> str:
     return "no price" if x is None else f"{x:,.2f} {cur}"
 
@@ -50,10 +54,11 @@ def run_markdown(d: dict[str, Any]) -> str:
                  if use["adds_to_platform_bill"] else
                  "the platform pays its pool whether or not a job runs: this is this run's share of that bill")
         md += [f"**GPU time used on the platform's pool: {use['node_hours']:.3f} node-hours ({use['gpu_hours']:.2f} "
-               f"GPU-hours, {use['nodes']} node(s) x {use['minutes']:.1f} min, of which "
+               f"GPU-hours, {_runs(use)}{use['nodes']} node(s) x {use['minutes']:.1f} min, of which "
                f"{use['before_first_step_minutes']:.1f} min before the first step) = {money(use['cost'], cur)} at "
                f"{price(use['unit_price'], cur)} per node-hour (`{use['price_key']}`), billed to the platform stack "
-               f"`{use['billed_to']}`** ({grows}). The run including it: {money(use['run_total_with_gpu'], cur)}.", ""]
+               f"`{use['billed_to']}`** ({grows}). The run{'s' if use.get('runs', 1) > 1 else ''} including it: "
+               f"{money(use['run_total_with_gpu'], cur)}.", ""]
     gi = d.get("gpu_idle_before_first_step")
     if gi:
         md += [f"**GPU idle before the first step: {gi['minutes']:.1f} min x {gi['nodes']} node(s) = "

@@ -8,16 +8,15 @@ from components.config import Settings
 from components.logs import log_location
 from components.queue import queue_summary
 from components.sweep import variants
-from offline.report.cost import training_steps, validation_passes
+from offline.report.cost import estimate_cost, plan_critical_path, run_hold_minutes
 from offline.report.section import Section, table
 
 
-def _run_node_hours(s: Settings) -> float:
-    """Node-hours one run holds the GPU nodes: its steps, validations and the finished cluster's TTL (a queued run
-    starts on joined nodes, so no setup is counted)."""
-    c, steps = s.cost, training_steps(s)
-    seconds = steps * c.seconds_per_step + validation_passes(s, steps) * c.seconds_per_validation
-    return s.gpu_pool.nodes * (seconds + s.job.ttl_seconds_after_finished) / 3600
+def _run_node_hours(s: Settings, cp) -> float:
+    """Node-hours one run holds the GPU nodes, as the cost section counts them (cost.run_hold_minutes): from its
+    Ray pods' start (Ray start, submission, verl init) through its steps, validations and the finished cluster's
+    TTL. Queue wait is not counted: a suspended RayJob holds no node."""
+    return s.gpu_pool.nodes * run_hold_minutes(s, cp, estimate_cost(s, cp.timeline())) / 60
 
 
 def _node_price(s: Settings) -> tuple[str, float | None]:
@@ -38,26 +37,29 @@ def sharing_section(s: Settings, recording) -> Section:
         price_key, price = _node_price(s)
         billed = "the platform (gpu_pool.owner: platform)" if not s.owns_gpu_pool() else "this stack"
         lines = ["| variant | values | RayJob | MLflow run | checkpoints | GPU-hours | cost |", "|---|---|---|---|---|---|---|"]
-        out = []
+        out, raw_h, raw_cost = [], 0.0, 0.0
+        cp = plan_critical_path(recording, s)  # every variant's RayJob has the same path to its first step
         for v in runs:
-            node_h = _run_node_hours(v.settings)
+            node_h = _run_node_hours(v.settings, cp)
             gpu_h = node_h * s.gpu_pool.gpus_per_node
             cost = None if price is None else node_h * price
+            raw_h, raw_cost = raw_h + gpu_h, raw_cost + (cost or 0.0)
             out.append({"key": v.key, "values": v.overrides, "rayjob": v.rayjob_name, "run": v.run_name,
                         "checkpoints": v.checkpoint_prefix, "gpu_hours": round(gpu_h, 2),
                         "cost": None if cost is None else round(cost, 2)})
             values = ", ".join(f"{k}={val:g}" for k, val in v.overrides.items())
             lines.append(f"| {v.key} | {values} | `{v.rayjob_name}` | `{v.run_name}` | `{v.checkpoint_prefix}` | "
                          f"{gpu_h:.2f} | {'n/a' if cost is None else f'{cost:.2f} {s.cost.currency}'} |")
-        total_h = sum(r["gpu_hours"] for r in out)
-        total = None if price is None else sum(r["cost"] for r in out)
+        # totals from the unrounded figures, as the cost section's (one rounding, equal numbers in both sections)
+        total_h = raw_h
+        total = None if price is None else raw_cost
         lines.append(f"| all {len(out)} | | | | | {total_h:.2f} | "
                      f"{'n/a' if total is None else f'{total:.2f} {s.cost.currency}'} |")
         data["sweep"] = {"variants": out, "gpu_hours": round(total_h, 2), "cost": None if total is None else
                          round(total, 2), "price_key": price_key, "billed_to": billed}
         md += ["", f"Sweep: {len(out)} variants, each its own queued RayJob; GPU time billed to {billed} at "
-               f"`{price_key}` (ESTIMATE: steps x cost.seconds_per_step + validations + the finished cluster's TTL, "
-               "no queue wait).", "", "\n".join(lines)]
+               f"`{price_key}` (ESTIMATE: from the Ray pods' start through steps x cost.seconds_per_step, validations "
+               "and the finished cluster's TTL, as the cost section counts a run; no queue wait).", "", "\n".join(lines)]
     if s.logs.enabled:
         where = log_location(s)
         data["logs"] = where

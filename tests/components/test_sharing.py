@@ -157,3 +157,17 @@ def test_single_stacks_neither_queue_nor_collect_logs():
     (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
     assert "suspend" not in job.inputs["spec"]
     assert not rec.by_type("kubernetes:scheduling.sigs.k8s.io/v1beta1:ElasticQuotaTree")
+
+
+def test_a_sweeps_plan_states_one_gpu_time_its_variants_sum_to_the_cost_sections_figure(tmp_path):
+    # the cost section once counted one run of a 4-variant sweep, with a GPU-hour figure the variant table disagreed on
+    from components.config import STACKS_DIR
+    from plan import build_plan
+
+    data = build_plan(STACKS_DIR / "Pulumi.dev-sweep.yaml", "dev-sweep", tmp_path / "dev-sweep")
+    use, sweep = data["sections"]["cost"]["platform_gpu_use"], data["sections"]["sharing"]["sweep"]
+    assert use["runs"] == len(sweep["variants"]) == 4
+    assert sweep["gpu_hours"] == pytest.approx(use["gpu_hours"], abs=0.01)
+    assert sweep["cost"] == pytest.approx(use["cost"], abs=0.01)
+    per_run = use["gpu_hours"] / use["runs"]
+    assert all(v["gpu_hours"] == pytest.approx(per_run, abs=0.01) for v in sweep["variants"])
