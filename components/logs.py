@@ -9,7 +9,8 @@ Ray writes the driver's, the workers' (vLLM's included) and its own logs to /tmp
   add-on's k8s-log-<cluster id>);
 - an experiment only marks its Ray containers with that variable (its RayJob and variants, `mark_ray_containers`);
   it creates nothing of the collection, so destroying it deletes no log. Logtail tags each entry with the pod's
-  namespace and name: an experiment is its `job.namespace`, a run its RayJob name (pods are <rayjob>-...).
+  namespace and name: an experiment is its Ray namespace (`job.namespace`; `<job.namespace>-ray` with RDMA,
+  wiring.ray_namespace), a run its RayJob name (pods are <rayjob>-...).
 
 Why /tmp/ray and not /tmp/ray/session_latest/logs: session_latest is a symlink, and Logtail does not follow
 symlinks inside containers; session_<timestamp>/logs is two levels below /tmp/ray (maxDepth 2). The finished Ray
@@ -29,6 +30,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.config import Settings
+from components.wiring import ray_namespace
 
 LOG_CONFIG_API_VERSION = "log.alibabacloud.com/v1alpha1"
 LOG_CONFIG_NAME = "verl-ray-logs"  # also the Logtail configName, which must equal metadata.name
@@ -91,7 +93,7 @@ def log_location(s: Settings, run: str | None = None) -> dict[str, str]:
     out = {"project": project, "logstore": s.logs.logstore, "retention_days": str(s.logs.retention_days),
            "region": s.region}
     if s.kind != "platform":
-        out["query"] = (f"__tag__:_namespace_: {s.job.namespace} and __tag__:_pod_name_: {run or s.job.name}*")
+        out["query"] = (f"__tag__:_namespace_: {ray_namespace(s)} and __tag__:_pod_name_: {run or s.job.name}*")
     return out
 
 

@@ -30,6 +30,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import Settings
 from components.model.layout import Layout
+from components.wiring import ray_namespace
 
 EQT_API_VERSION = "scheduling.sigs.k8s.io/v1beta1"
 EQT_NAME = "elasticquotatree"  # one tree per cluster, in kube-system (ACK capacity scheduling)
@@ -151,7 +152,7 @@ def queue_summary(s: Settings) -> dict[str, Any]:
         out["pool_gpus"] = s.gpu_pool.nodes * s.gpu_pool.gpus_per_node
     if s.queue.enabled and s.kind == "experiment":
         out["priority_class"] = priority_class_name(s.queue.priority)
-        out["namespace"] = s.job.namespace
+        out["namespace"] = ray_namespace(s)  # the RayJob's: its quota leaf
     return out
 
 

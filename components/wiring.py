@@ -76,10 +76,26 @@ def ray_pods_use_rdma(s: Settings) -> bool:
     return s.gpu_pool.kind == "lingjun" and s.gpu_pool.nodes > 1
 
 
+def ray_namespace(s: Settings) -> str:
+    """Where the Ray pods (and what they mount or run as) live: a namespace of their own when they need
+    `privileged` (job.ray_namespace, default `<job.namespace>-ray`), so nothing else runs without enforcement;
+    otherwise job.namespace."""
+    if not ray_pods_use_rdma(s):
+        return s.job.namespace
+    return s.job.ray_namespace or f"{s.job.namespace}-ray"
+
+
 def job_namespace_pod_security(s: Settings) -> str:
-    """RDMA Ray pods add IPC_LOCK/SYS_RESOURCE, which baseline forbids; otherwise everything in the job namespace
-    (Ray pods as the image's user with no capabilities, hardened data/MLflow/pre-pull pods) meets baseline."""
-    return "privileged" if ray_pods_use_rdma(s) else "baseline"
+    """With RDMA the Ray pods have their own namespace and every pod left in the job namespace (hardened data, gate,
+    MLflow, pre-pull pods) meets restricted; otherwise the Ray pods share it, run as the image's user with no added
+    capabilities and meet baseline."""
+    return "restricted" if ray_pods_use_rdma(s) else "baseline"
+
+
+def ray_namespace_pod_security(s: Settings) -> str:
+    """RDMA Ray pods use the host network and add IPC_LOCK/SYS_RESOURCE, which baseline forbids; otherwise the Ray
+    namespace is the job namespace."""
+    return "privileged" if ray_pods_use_rdma(s) else job_namespace_pod_security(s)
 
 
 def sandbox_namespace_pod_security(s: Settings) -> str:
@@ -150,11 +166,17 @@ class WorkloadIdentity:
     """Namespace and RRSA-annotated service accounts of the training side."""
 
     namespace: str
+    # The Ray pods' namespace (wiring.ray_namespace): the training service account, the RayJob and what it mounts.
+    # Empty = `namespace`.
+    ray_namespace: str = ""
     dataset_service_account: str = DATASET_SERVICE_ACCOUNT
     training_service_account: str = TRAINING_SERVICE_ACCOUNT
     tracking_service_account: str = TRACKING_SERVICE_ACCOUNT
     # The Namespace/ServiceAccount resources, for depends_on of objects placed in them.
     resources: list[pulumi.Resource] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ray_namespace = self.ray_namespace or self.namespace
 
 
 # ------------------------------------------------------------------------------------------------

@@ -337,3 +337,16 @@ def test_both_halves_pass_the_mandatory_policies(stack):
     from tests.test_policy import test_every_stack_of_the_program_passes_the_mandatory_policies as mandatory
 
     mandatory(stack)
+
+
+def test_an_rdma_experiment_creates_its_own_privileged_ray_namespace_beside_its_restricted_job_namespace():
+    # A multi-node Lingjun experiment: its Ray pods need `privileged`, nothing else of it does.
+    rec = record(EXPERIMENT, {"gpu_pool": {"nodes": 2}, "job": {"host_network_cidrs": ["10.0.0.0/16"]}})
+    enforce = {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+               for r in rec.by_type("kubernetes:core/v1:Namespace")}
+    job_ns = parse_settings(stack_settings(EXPERIMENT)).job.namespace
+    assert enforce == {job_ns: "restricted", f"{job_ns}-ray": "privileged"}
+    assert rec.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").inputs["metadata"]["namespace"] == f"{job_ns}-ray"
+    assert rec.get("kubernetes:core/v1:ServiceAccount", "identity-sa-train").inputs["metadata"]["namespace"] == \
+        f"{job_ns}-ray"
+    assert rec.get("kubernetes:core/v1:ServiceAccount", "identity-sa-data").inputs["metadata"]["namespace"] == job_ns

@@ -21,7 +21,7 @@ from components.cloud.create_only import checked_create_only
 from components.cloud.guards import rebuild_guard
 from components.cloud.network import NetworkRefs
 from components.config import Settings
-from components.wiring import POOL_LABEL
+from components.wiring import POOL_LABEL, ray_namespace
 
 # Resources ACK creates for a cluster and deletes with it only when told (delete_options, SDK
 # cs/managed_kubernetes.py): SLB defaults to delete, ALB and the SLS projects default to retain.
@@ -76,7 +76,7 @@ def kubectl_commands(s: Settings) -> dict[str, str]:
     out = {
         "kubectl_get_kubeconfig": "pulumi stack output kubeconfig --show-secrets > kubeconfig && chmod 600 kubeconfig",
         "kubectl_nodes": f"{k} get nodes -L {POOL_LABEL} -L aliyun.accelerator/nvidia_name",
-        "kubectl_job": f"{k} -n {s.job.namespace} get rayjob {s.job.name} && {k} -n {s.job.namespace} get pods",
+        "kubectl_job": f"{k} -n {ray_namespace(s)} get rayjob {s.job.name} && {k} -n {ray_namespace(s)} get pods",
     }
     if s.sandbox.enabled:
         out["kubectl_sandboxes"] = f"{k} -n {s.sandbox.namespace} get sandboxsets,pods"

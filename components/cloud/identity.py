@@ -9,7 +9,7 @@ allowed only its key prefixes:
 | csi   | ack-csi-fuse/csi-fuse-ossfs         | datasets, models, checkpoints,| checkpoints,     |
 |       |                                     | tracking (when enabled)       | tracking         |
 | data  | <job ns>/DATASET_SERVICE_ACCOUNT    | datasets, models              | datasets, models |
-| train | <job ns>/TRAINING_SERVICE_ACCOUNT   | datasets, models, this        | this experiment's|
+| train | <ray ns>/TRAINING_SERVICE_ACCOUNT   | datasets, models, this        | this experiment's|
 |       |                                     | experiment's checkpoints      | checkpoints      |
 | mlflow| <job ns>/TRACKING_SERVICE_ACCOUNT   | tracking                      | tracking         |
 
@@ -38,6 +38,8 @@ from components.wiring import (
     checkpoint_key_prefix,
     job_namespace_pod_security,
     pod_security_labels,
+    ray_namespace,
+    ray_namespace_pod_security,
 )
 
 # The OSS CSI driver runs ossfs in fuse pods under this fixed namespace/service account and assumes the PV's
@@ -111,7 +113,7 @@ def role_specs(s: Settings) -> list[RoleSpec]:
                  description="Dataset and model staging jobs: write datasets and models (RRSA)"),
         # Only its own experiment's checkpoints: a run (or code it executes) cannot read, overwrite or delete
         # another experiment's under the same checkpoints_prefix.
-        RoleSpec("train", f"{p}-train", ns, TRAINING_SERVICE_ACCOUNT,
+        RoleSpec("train", f"{p}-train", ray_namespace(s), TRAINING_SERVICE_ACCOUNT,
                  read=(*data_rw, checkpoint_key_prefix(s)), write=(checkpoint_key_prefix(s),),
                  description="Training pods: read datasets/models, read-write this experiment's checkpoints (RRSA)"),
     ]
@@ -156,12 +158,24 @@ def oss_policy(s: Settings, bucket: str, read: tuple[str, ...], write: tuple[str
 
 
 def namespace_manifest(s: Settings) -> dict:
-    """The job namespace's metadata: Pod Security Admission enforces what its pods meet (baseline; privileged only
-    for RDMA Ray pods, wiring.job_namespace_pod_security) and warns and audits below restricted."""
+    """The job namespace's metadata: Pod Security Admission enforces what its pods meet (baseline where the Ray pods
+    share it, restricted where RDMA Ray pods have their own; wiring.job_namespace_pod_security) and warns and audits
+    below restricted."""
     labels = pod_security_labels(job_namespace_pod_security(s))
     if s.storage.auth == "rrsa":
         labels[INJECTION_LABEL] = "on"
     return {"name": s.job.namespace, "labels": labels}
+
+
+def ray_namespace_manifest(s: Settings) -> dict | None:
+    """The RDMA Ray pods' own namespace (wiring.ray_namespace), enforcing privileged; None where the Ray pods share
+    the job namespace. The training service account there assumes its RRSA role, so the webhook label goes on too."""
+    if ray_namespace(s) == s.job.namespace:
+        return None
+    labels = pod_security_labels(ray_namespace_pod_security(s))
+    if s.storage.auth == "rrsa":
+        labels[INJECTION_LABEL] = "on"
+    return {"name": ray_namespace(s), "labels": labels}
 
 
 def workload_service_accounts(s: Settings) -> list[str]:
@@ -228,21 +242,28 @@ class Identity(pulumi.ComponentResource):
         self.csi_role_name = self.roles["csi"].role_name if "csi" in self.roles else None
 
         self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=namespace_manifest(s), opts=kube)
+        # The Ray pods' privileged namespace belongs with the training service account (a platform runs no Ray pods).
+        ray_ns = ray_namespace_manifest(s) if args.roles is None or "train" in args.roles else None
+        self.ray_namespace = k8s.core.v1.Namespace(f"{name}-ray-namespace", metadata=ray_ns, opts=kube) \
+            if ray_ns else None
+        namespaces = {s.job.namespace: self.namespace, **({ray_ns["name"]: self.ray_namespace} if ray_ns else {})}
+        sa_namespaces = {TRAINING_SERVICE_ACCOUNT: ray_namespace(s)}
         sa_roles = {DATASET_SERVICE_ACCOUNT: "data", TRAINING_SERVICE_ACCOUNT: "train", TRACKING_SERVICE_ACCOUNT: "mlflow"}
         self.service_accounts: dict[str, k8s.core.v1.ServiceAccount] = {}
         for sa in workload_service_accounts(s):
             if args.roles is not None and sa_roles[sa] not in args.roles:
                 continue
             role = self.roles.get(sa_roles[sa])
-            metadata: dict = {"name": sa, "namespace": s.job.namespace}
+            sa_ns = sa_namespaces.get(sa, s.job.namespace)
+            metadata: dict = {"name": sa, "namespace": sa_ns}
             if role is not None:
                 metadata["annotations"] = {ROLE_NAME_ANNOTATION: role.role_name}
             self.service_accounts[sa] = k8s.core.v1.ServiceAccount(
                 f"{name}-sa-{sa_roles[sa]}", metadata=metadata,
                 # The namespace is named by a plain string; the explicit edge orders create and delete.
-                opts=pulumi.ResourceOptions.merge(kube, pulumi.ResourceOptions(depends_on=[self.namespace])))
+                opts=pulumi.ResourceOptions.merge(kube, pulumi.ResourceOptions(depends_on=[namespaces[sa_ns]])))
 
-        self.workload = WorkloadIdentity(namespace=s.job.namespace,
-                                         resources=[self.namespace, *self.service_accounts.values()])
+        self.workload = WorkloadIdentity(namespace=s.job.namespace, ray_namespace=ray_namespace(s),
+                                         resources=[*namespaces.values(), *self.service_accounts.values()])
         self.register_outputs({"namespace": s.job.namespace,
                                "roles": {k: r.role_name for k, r in self.roles.items()}})

@@ -20,7 +20,7 @@ import pulumi_alicloud as alicloud
 
 from components.cloud.addon_config import addon_config
 from components.config import REPO_ROOT, Settings
-from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT, ClusterRefs
+from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT, ClusterRefs, ray_namespace
 
 IMAGE_DIR = REPO_ROOT / "image"
 CREDENTIAL_HELPER_ADDON = "managed-aliyun-acr-credential-helper"
@@ -69,7 +69,8 @@ _ACR_HOST_REGION = re.compile(r"(?:[a-z0-9-]+-)?registry(?:-[a-z]+)*\.([a-z0-9-]
 def credential_helper_config(s: Settings) -> dict:
     """Config of managed-aliyun-acr-credential-helper: the stack's `image.credential_helper_config` when given,
     else derived. The helper attaches its pull Secret only to the namespaces and service accounts its config
-    names (default: `default` SAs of the `default` namespace), so the derived config names the job namespace and
+    names (default: `default` SAs of the `default` namespace), so the derived config names the job namespace (and the
+    RDMA Ray pods' own, wiring.ray_namespace, where the RayJob and its submitter run) and
     the service accounts whose pods pull the built image: the RayJob's pods (verl-train) and the pre-pull
     DaemonSet and the KubeRay submitter Job (`default`), and the sandbox namespace when its pods pull a mirrored
     code-interpreter image (as `default`). A platform stack serves experiments whose namespaces it
@@ -84,13 +85,13 @@ def credential_helper_config(s: Settings) -> dict:
     match = _ACR_HOST_REGION.fullmatch(host)
     # The warm sandboxes (and their pre-pull) pull a mirrored code-interpreter image as `default` of their namespace.
     mirrored = s.kind == "single" and s.sandbox.enabled and s.sandbox_image_mirrored()
-    watched = [s.job.namespace] + ([s.sandbox.namespace] if mirrored else [])
+    watched = [s.job.namespace, ray_namespace(s)] + ([s.sandbox.namespace] if mirrored else [])
     return {
         "AcrInstanceInfo": [{"instanceId": img.enterprise_instance_id or "", "regionId": match[1] if match else s.region}],
         "enableRRSA": False,
         "expiringThreshold": "15m",
         "serviceAccount": ",".join(dict.fromkeys([TRAINING_SERVICE_ACCOUNT, PREPULL_SERVICE_ACCOUNT])),
-        "watchNamespace": "all" if s.kind == "platform" else ",".join(watched),
+        "watchNamespace": "all" if s.kind == "platform" else ",".join(dict.fromkeys(watched)),
     }
 
 

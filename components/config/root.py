@@ -316,6 +316,26 @@ class Settings(Strict):
         return self
 
     @model_validator(mode="after")
+    def _ray_namespace(self) -> Settings:
+        """Only host-network RDMA Ray pods get a namespace of their own (components/wiring.py ray_namespace)."""
+        j = self.job
+        rdma = self.gpu_pool.kind == "lingjun" and self.gpu_pool.nodes > 1
+        if j.ray_namespace is not None and not rdma:
+            raise ValueError("job.ray_namespace is only for multi-node Lingjun stacks, whose RDMA Ray pods need a "
+                             "`privileged` namespace of their own; here the Ray pods share job.namespace, remove it")
+        if not rdma:
+            return self
+        name = j.ray_namespace or f"{j.namespace}-ray"
+        if len(name) > 63:
+            raise ValueError(f"job.ray_namespace: the default `<job.namespace>-ray` ({name!r}) exceeds the 63 "
+                             "characters of a namespace name; set job.ray_namespace or shorten job.namespace")
+        for field, other in (("job.namespace", j.namespace), ("sandbox.namespace", self.sandbox.namespace)):
+            if name == other:
+                raise ValueError(f"job.ray_namespace {name!r} is {field}: the privileged Ray namespace must hold the "
+                                 "Ray pods only; pick another name")
+        return self
+
+    @model_validator(mode="after")
     def _sandbox_manager_image(self) -> Settings:
         """The open-source manager is started with the MCP flags of PR #165: refuse an image that lacks them."""
         if self.sandbox.enabled and self.sandbox.manager == "open-source":

@@ -221,6 +221,12 @@ class TrainingSettings(Strict):
 class JobSettings(Strict):
     name: RayJobName = Field("verl-grpo", description="RayJob name (DNS-1035 label, at most 47 characters).")
     namespace: Dns1123Label = Field("verl", description="Namespace of the training job, its volumes and configs.")
+    ray_namespace: Dns1123Label | None = Field(
+        None, description="Namespace of the Ray pods when they need the `privileged` Pod Security level (multi-node "
+        "Lingjun: host network and RDMA capabilities): the RayJob with its volumes' claims, verl configs, MCP Secret, "
+        "training service account and NetworkPolicy go there, so job.namespace (MLflow, the data Jobs, the node gate, "
+        "the pre-pull) keeps enforcing `restricted`. Empty = `<job.namespace>-ray`. Refused for any other stack, "
+        "whose Ray pods share job.namespace.")
     submission_mode: Literal["K8sJobMode", "HTTPMode", "SidecarMode", "InteractiveMode"] = Field(
         "SidecarMode", description="KubeRay submission mode. SidecarMode needs KubeRay >= 1.5.0.")
     active_deadline_seconds: int = Field(

@@ -10,7 +10,7 @@ admits only the pods that must reach it:
 | Ray pods of the job (head, workers) | each other | all (GCS, raylets, object manager, NCCL) |
 | | the K8sJobMode submitter pod | 8265 |
 | | the KubeRay operator (it polls the job's status on the dashboard; HTTPMode submits there) | 8265 |
-| MLflow | Ray pods in any namespace (an experiment stack's job runs beside the platform's) | 5000 |
+| MLflow | Ray pods in any namespace (an experiment's job runs beside the platform's; RDMA Ray pods in their own) | 5000 |
 | | on the host network (multi-node Lingjun): the GPU nodes' CIDRs (`ray_peers`) | 5000 |
 
 Ray pods carry their template label `app.kubernetes.io/name: verl-trainer`; the submitter pod KubeRay's
@@ -33,7 +33,7 @@ qualifies, not only Ray; the policy that *selects* Ray pods does not apply to th
 from __future__ import annotations
 
 from components.config import Settings
-from components.wiring import MLFLOW_PORT, ray_pods_use_rdma
+from components.wiring import MLFLOW_PORT, ray_namespace, ray_pods_use_rdma
 
 # KubeRay v1.7.0 utils/constant.go.
 RAY_DASHBOARD_PORT = 8265
@@ -96,7 +96,7 @@ def ray_network_policy_manifest(s: Settings) -> dict:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": f"{j.name}-ray-ingress", "namespace": j.namespace, "labels": dict(PART_OF)},
+        "metadata": {"name": f"{j.name}-ray-ingress", "namespace": ray_namespace(s), "labels": dict(PART_OF)},
         "spec": {"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}, "policyTypes": ["Ingress"],
                  "ingress": ingress},
     }

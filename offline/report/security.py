@@ -14,6 +14,8 @@ from components.cloud.identity import role_specs
 from components.config import Settings
 from components.wiring import (
     job_namespace_pod_security,
+    ray_namespace,
+    ray_namespace_pod_security,
     ray_pods_use_rdma,
     sandbox_namespace_pod_security,
 )
@@ -102,7 +104,7 @@ def exposure(s: Settings, recording) -> list[tuple[str, str]]:
     if s.tracking.enabled:
         rows.append(("MLflow", f"ClusterIP `mlflow.{s.job.namespace}`: Ray pods only (NetworkPolicy); "
                                "kubectl port-forward for people"))
-    rows.append(("Ray dashboard / job API / GCS / client", f"ClusterIP head Service in `{s.job.namespace}`: the "
+    rows.append(("Ray dashboard / job API / GCS / client", f"ClusterIP head Service in `{ray_namespace(s)}`: the "
                                                            "job's Ray pods, its submitter and the KubeRay operator "
                                                            "only (NetworkPolicy); kubectl port-forward for people"))
     return rows
@@ -205,8 +207,12 @@ def security_section(s: Settings, recording) -> Section:
                 if ray_pods_use_rdma(s) else "no capabilities")
     md += ["", f"Ray pods: {ray_caps}"
                ", seccomp RuntimeDefault, no service account token (RRSA mounts its own); job namespace enforces "
-               f"{job_namespace_pod_security(s)}, sandbox namespace {sandbox_namespace_pod_security(s)} "
-               "(where this program owns it); both warn and audit below restricted."]
+               f"{job_namespace_pod_security(s)}"
+               + (f", the Ray pods' own namespace `{ray_namespace(s)}` {ray_namespace_pod_security(s)}"
+                  if ray_namespace(s) != s.job.namespace else "")
+               + f", sandbox namespace {sandbox_namespace_pod_security(s)} "
+               f"(where this program owns it); {'all' if ray_namespace(s) != s.job.namespace else 'both'} warn and "
+               "audit below restricted."]
     md += ["", "| NetworkPolicy | selects | ingress from | egress to |", "|---|---|---|---|"]
     md += [f"| `{p['namespace']}/{p['name']}` | {_labels(p['selects'])} | "
            f"{'<br>'.join(p['ingress']) if p['ingress'] is not None else 'not restricted'} | "

@@ -6,7 +6,7 @@ import yaml
 
 from components.config import Settings
 from components.model.layout import resolve_layout
-from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, mcp_url
+from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, mcp_url, ray_namespace
 from components.workloads.training.rayjob import pod_wiring, rayjob_manifest
 from components.workloads.training.verl_config import tool_config
 from components.workloads.training.volumes import (
@@ -27,7 +27,7 @@ def training_section(s: Settings, recording):
     if recorded:
         manifest = {k: v for k, v in recorded[0].inputs.items() if not k.startswith("__")}
     else:  # a program run without the component (e.g. a partial plan): show what it would render
-        wiring = pod_wiring(s, namespace=s.job.namespace, service_account=TRAINING_SERVICE_ACCOUNT)
+        wiring = pod_wiring(s, namespace=ray_namespace(s), service_account=TRAINING_SERVICE_ACCOUNT)
         manifest = rayjob_manifest(s, layout, gpu_scheduling(s), wiring)
     spec = manifest["spec"]
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]

@@ -67,7 +67,10 @@ class TrainingJob(pulumi.ComponentResource):
         super().__init__("verl-ack:training:TrainingJob", name, None, opts)
         s = args.settings
         layout = args.layout
-        ns = args.identity.namespace
+        # The Ray pods and all they mount or run as share one namespace: the job's, or with RDMA their own privileged
+        # one (wiring.ray_namespace). The node gate stays in the job namespace, beside the code ConfigMap it mounts.
+        ns = args.identity.ray_namespace
+        job_ns = args.identity.namespace
         provider = args.cluster.k8s_provider
 
         def child(*deps: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
@@ -80,7 +83,7 @@ class TrainingJob(pulumi.ComponentResource):
             pv = persistent_volume(
                 s, vol, namespace=ns, bucket=args.storage.bucket_name, endpoint=args.storage.endpoint,
                 auth=args.storage.auth, role_name=args.storage.csi_role_name,
-                access_key_secret=args.storage.access_key_secret_name)
+                access_key_secret=args.storage.access_key_secret_name, access_key_namespace=job_ns)
             pv_res = k8s.core.v1.PersistentVolume(
                 f"{name}-{kind}-pv", metadata=pv["metadata"], spec=pv["spec"],
                 # The OSS CSI driver serves these volumes; on destroy they go before it. OSS enforces no size: the
@@ -135,12 +138,12 @@ class TrainingJob(pulumi.ComponentResource):
         self.gate_job: Optional[pulumi.Resource] = None
         if args.gate_code is not None and gate.gate_needed(s):
             gate_sa = k8s.core.v1.ServiceAccount(
-                f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(ns)),
+                f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(job_ns)),
                 opts=child(*args.identity.resources))
             role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", **resource_kwargs(gate.cluster_role_manifest(s)),
                                            opts=child())
             binding = k8s.rbac.v1.ClusterRoleBinding(
-                f"{name}-gate-binding", **resource_kwargs(gate.cluster_role_binding_manifest(s, ns)),
+                f"{name}-gate-binding", **resource_kwargs(gate.cluster_role_binding_manifest(s, job_ns)),
                 opts=child(role, gate_sa))
             # The ConfigMap's name is a digest of pipeline/*.py, the same one DataJobs gives it.
             job = gate.gate_job_manifest(s, self.spec, code_configmap_name(pipeline_code()))

@@ -89,7 +89,8 @@ def service_account_manifest(namespace: str) -> dict:
 
 
 def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
-    """The gate Job guarding one run (`spec`), in the run's namespace."""
+    """The gate Job guarding one run (`spec`), in the job namespace beside the pipeline code ConfigMap it mounts
+    (not the Ray pods' privileged one, wiring.ray_namespace: the gate needs no privilege)."""
     timeout = s.job.node_gate_timeout_seconds
     env = {"GATE_POOL": pool_name(s), "GATE_SELECTOR": selector_text(spec.scheduling), "GATE_NODES": str(spec.nodes),
            "GATE_RESOURCES": json.dumps(needed_resources(spec), sort_keys=True),
@@ -132,6 +133,6 @@ def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
                          sort_keys=True)
     digest = hashlib.sha256(guarded.encode()).hexdigest()[:10]
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"{spec.name[:40]}-gate-{digest}", "namespace": spec.namespace,
+            "metadata": {"name": f"{spec.name[:40]}-gate-{digest}", "namespace": s.job.namespace,
                          "labels": dict(LABELS)},
             "spec": job_spec}

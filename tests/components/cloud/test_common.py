@@ -174,6 +174,13 @@ def test_stack_outputs_give_ids_endpoints_a_secret_kubeconfig_and_kubectl_comman
     assert "-n verl get rayjob verl-grpo" in out["kubectl_job"]
 
 
+def test_kubectl_job_looks_where_the_rayjob_is_rdma_ray_pods_in_their_own_namespace():
+    rec = record("multinode")
+    ns = rec.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").inputs["metadata"]["namespace"]
+    assert ns == "verl-ray"
+    assert rec.outputs["kubectl_job"].count(f" -n {ns} get ") == 2
+
+
 def test_a_stack_without_a_domain_exports_no_alb_or_sandbox_url():
     out = record("existing-ecs").outputs
     assert "alb_dns_name" not in out and "sandbox_api_url" not in out

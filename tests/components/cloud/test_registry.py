@@ -198,6 +198,17 @@ def test_the_credential_helper_config_is_derived_for_the_job_namespace_and_the_p
     assert cfg["watchNamespace"] == "team-a"
 
 
+def test_with_rdma_the_credential_helper_also_watches_the_ray_pods_namespace_where_the_rayjob_pulls():
+    from components.cloud.registry import credential_helper_config
+    from tests.conftest import record
+
+    rec = record("multinode")
+    (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
+    ds = rec.get("kubernetes:apps/v1:DaemonSet", "prepull-daemonset")
+    watched = credential_helper_config(settings(stack="multinode"))["watchNamespace"].split(",")
+    assert watched == [ds.inputs["metadata"]["namespace"], job.inputs["metadata"]["namespace"]] == ["verl", "verl-ray"]
+
+
 def test_a_platform_stacks_credential_helper_watches_every_namespace_for_its_experiments():
     from components.cloud.registry import credential_helper_config
 

@@ -24,6 +24,7 @@ from components.wiring import (
     TRAINING_SERVICE_ACCOUNT,
     job_namespace_pod_security,
     pod_security_labels,
+    ray_namespace,
 )
 from components.workloads.training.volumes import csi_url
 from tests.components.cloud.test_common import depends_on, json_input, settings_of
@@ -33,6 +34,7 @@ BUCKET = "alicloud:oss/bucket:Bucket"
 ROLE = "alicloud:ram/role:Role"
 POLICY = "alicloud:ram/policy:Policy"
 SA = "kubernetes:core/v1:ServiceAccount"
+NAMESPACE = "kubernetes:core/v1:Namespace"
 ACCESS_KEY = {"storage": {"auth": "access_key"}}
 
 
@@ -274,14 +276,48 @@ def test_a_new_bucket_logs_its_access_into_itself_and_an_existing_one_is_untouch
         settings_of("dev", {"storage": {"access_log_prefix": "checkpoints/logs/"}})
 
 
-def test_the_job_namespace_enforces_baseline_and_only_rdma_ray_pods_make_it_privileged():
+def test_the_job_namespace_enforces_baseline_and_only_rdma_ray_pods_get_a_privileged_namespace_of_their_own():
     assert job_namespace_pod_security(settings_of("dev")) == "baseline"
+    assert ray_namespace(settings_of("dev")) == "verl"
+    assert "identity-ray-namespace" not in {r.name for r in record("dev").by_type(NAMESPACE)}
     multi = settings_of("multinode")
     assert (multi.gpu_pool.kind, multi.gpu_pool.nodes > 1) == ("lingjun", True)
-    assert job_namespace_pod_security(multi) == "privileged"
-    labels = record("multinode").get("kubernetes:core/v1:Namespace", "identity-namespace").inputs["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+    rec = record("multinode")
+    job = rec.get(NAMESPACE, "identity-namespace").inputs["metadata"]
+    ray = rec.get(NAMESPACE, "identity-ray-namespace").inputs["metadata"]
+    assert (job["name"], ray["name"]) == ("verl", "verl-ray")
+    assert job["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert ray["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    for labels in (job["labels"], ray["labels"]):
+        assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+        assert labels[INJECTION_LABEL] == "on"
+
+
+def test_the_training_role_trusts_the_service_account_of_the_ray_pods_namespace():
+    for stack in ("dev", "multinode"):
+        rec = record(stack)
+        [rayjob] = rec.by_type("kubernetes:ray.io/v1:RayJob")
+        ns = rayjob.inputs["metadata"]["namespace"]
+        pod = rayjob.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+        sa = rec.get(SA, "identity-sa-train").inputs["metadata"]
+        assert (sa["name"], sa["namespace"]) == (pod["serviceAccountName"], ns), stack
+        assert depends_on(rec.get(SA, "identity-sa-train"), rec.get(
+            NAMESPACE, "identity-ray-namespace" if stack == "multinode" else "identity-namespace"))
+        [spec] = [r for r in role_specs(settings_of(stack)) if r.key == "train"]
+        assert spec.subject == f"system:serviceaccount:{ns}:{TRAINING_SERVICE_ACCOUNT}"
+        trust = json_input(rec.get(ROLE, "identity-role-train"), "assumeRolePolicyDocument")
+        assert trust["Statement"][0]["Condition"]["StringEquals"]["oidc:sub"] == spec.subject
+    assert record("multinode").get(SA, "identity-sa-data").inputs["metadata"]["namespace"] == "verl"
+
+
+def test_the_ray_namespace_is_a_setting_only_rdma_stacks_take():
+    assert ray_namespace(settings_of("multinode", {"job": {"ray_namespace": "train-rdma"}})) == "train-rdma"
+    with pytest.raises(SettingsError, match="job.ray_namespace is only for multi-node Lingjun"):
+        settings_of("dev", {"job": {"ray_namespace": "train-rdma"}})
+    with pytest.raises(SettingsError, match="is job.namespace"):
+        settings_of("multinode", {"job": {"ray_namespace": "verl"}})
+    with pytest.raises(SettingsError, match="exceeds the 63"):
+        settings_of("multinode", {"job": {"namespace": "n" * 61}})
 
 
 def test_ram_names_carry_the_region_so_the_same_stack_name_in_two_regions_does_not_collide():

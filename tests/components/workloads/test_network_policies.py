@@ -97,14 +97,29 @@ def test_only_k8s_job_mode_admits_its_submitter_and_only_to_the_dashboard():
     assert not admits(job, {**SUBMITTER, np_.ORIGINATED_FROM_CR_NAME: "other-job"}, "verl", np_.RAY_DASHBOARD_PORT)
 
 
-def test_the_recorded_policy_lives_in_the_job_namespace_of_every_stack():
+def test_the_recorded_policy_lives_in_the_namespace_of_the_ray_pods_it_guards_in_every_stack():
     for stack in STACKS:
         rec = record(stack)
         pols = [r for r in rec.by_type(POLICY) if r.name == "train-ray-ingress"]
         if not pols:
             continue  # a platform stack runs no job
         s = settings(stack)
-        assert pols[0].inputs["metadata"]["namespace"] == s.job.namespace, stack
+        rayjob = rec.get("kubernetes:ray.io/v1:RayJob", "train-rayjob")
+        assert pols[0].inputs["metadata"]["namespace"] == rayjob.inputs["metadata"]["namespace"], stack
+        expected = "verl-ray" if stack == "multinode" else s.job.namespace
+        assert rayjob.inputs["metadata"]["namespace"] == expected, stack
+
+
+def test_in_multinode_the_ray_pods_reach_each_other_and_mlflow_from_their_own_namespace():
+    rec = record("multinode")
+    ray_ns = rec.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").inputs["metadata"]["namespace"]
+    ray_pol = next(r for r in rec.by_type(POLICY) if r.name == "train-ray-ingress").inputs
+    mlflow = rec.get(POLICY, "tracking-ingress").inputs
+    assert mlflow["metadata"]["namespace"] != ray_ns
+    for labels in ray_pod_labels("multinode"):
+        assert all(admits(ray_pol, labels, ray_ns, port) for port in RAY_PORTS)
+        assert not admits(ray_pol, labels, mlflow["metadata"]["namespace"], np_.RAY_GCS_PORT)
+        assert admits(mlflow, labels, ray_ns, 5000)
 
 
 # --------------------------------------------------------------------------------------------- MLflow

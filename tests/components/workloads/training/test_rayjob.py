@@ -15,7 +15,7 @@ import yaml
 from components.config import Settings, SettingsError
 from components.model import parse_settings
 from components.model.layout import resolve_layout
-from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling
+from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, ray_namespace
 from components.workloads.training.rayjob import (
     GPU_RESOURCE,
     RDMA_RESOURCE,
@@ -43,7 +43,7 @@ def settings_for(stack: str = "dev", overrides: dict | None = None) -> Settings:
 def build(stack: str = "dev", overrides: dict | None = None) -> tuple[Settings, dict]:
     """The RayJob exactly as the TrainingJob component renders it for a stack."""
     s = settings_for(stack, overrides)
-    wiring = pod_wiring(s, namespace=s.job.namespace, service_account=TRAINING_SERVICE_ACCOUNT)
+    wiring = pod_wiring(s, namespace=ray_namespace(s), service_account=TRAINING_SERVICE_ACCOUNT)
     return s, rayjob_manifest(s, resolve_layout(s), gpu_scheduling(s), wiring)
 
 
