@@ -195,10 +195,12 @@ def mermaid(resources: list[dict]) -> str:
 
 def shell_lines(command: str) -> str:
     """The command with one option or override per line (values hold no spaces: the training job validates
-    each word), the program and its module kept on the first line."""
-    words = command.split()
+    each word), the program and its module kept on the first line; each command after a `;` (the tool runs'
+    close-up after verl) on one line of its own."""
+    head, *rest = re.split(r" (?=';' |; )", command)
+    words = head.split()
     first = next((i for i, w in enumerate(words) if w.startswith("--") or "=" in w), len(words))
-    return " \\\n    ".join([" ".join(words[:first]), *words[first:]])
+    return " \\\n    ".join([" ".join(words[:first]), *words[first:], *rest])
 
 
 def render_markdown(plan: dict, sections) -> str:

@@ -10,6 +10,7 @@ import yaml
 
 import plan
 from components.config import SECRET_KEYS, STACKS_DIR
+from components.workloads.training.verl_config import CONFIG_DIR
 from tests.conftest import STACKS
 
 LEAKY = {k: f"sk-LEAK-{k}-5f2a9c" for k in SECRET_KEYS}
@@ -194,7 +195,10 @@ def test_the_verl_command_line_holds_only_words_both_shells_read_verbatim(tmp_pa
     plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
     entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
     assert "trainer.logger" not in entry and "[" not in entry
-    assert all(shlex.quote(w) == w for w in entry.split(" "))
+    verl, *after = entry.split(" ';' ")  # then the tool runs' close-up, its `;` and `$` quoted for the submitter
+    assert all(shlex.quote(w) == w for w in verl.split(" "))
+    assert after == ["'rc=$?'", f"python3 {CONFIG_DIR}/verl_ack_tools.py --close-runs {CONFIG_DIR}/tool_config.yaml",
+                     "exit '$rc'"]
 
 
 # --------------------------------------------------------------------------- plan.md never states what plan.json lacks

@@ -7,7 +7,7 @@ admits only the pods that must reach it:
 
 | target | from | ports |
 |---|---|---|
-| Ray pods of the job (head, workers) | each other | all (GCS, raylets, object manager, NCCL) |
+| Ray pods of the job (head, workers) | each other (`ray_peers`) | all (GCS, raylets, object manager, NCCL) |
 | | the K8sJobMode submitter pod | 8265 |
 | | the KubeRay operator (it polls the job's status on the dashboard; HTTPMode submits there) | 8265 |
 | MLflow | Ray pods in any namespace (an experiment's job runs beside the platform's; RDMA Ray pods in their own) | 5000 |
@@ -72,8 +72,10 @@ def ray_host_network_cidrs(s: Settings) -> list[str]:
 
 def ray_peers(s: Settings, namespace_selector: dict | None = None) -> list[dict]:
     """NetworkPolicy `from` peers that match the job's Ray pods wherever they run: their label (in the namespaces
-    `namespace_selector` selects; None = the policy's own), plus their nodes' CIDRs on the host network. For every
-    policy that admits Ray pods (MLflow's here; the sandbox MCP policy should use it too)."""
+    `namespace_selector` selects; None = the policy's own), plus their nodes' CIDRs on the host network. Every
+    policy the program renders that admits Ray pods uses it: `<job>-ray-ingress` and `mlflow-ingress`. The
+    sandbox manager's MCP port has no policy of the program's (docs/sandbox.md), so nothing rendered drops the Ray
+    pods' MCP calls; a policy added there must take its `from` from here."""
     pod: dict = {"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}}
     if namespace_selector is not None:
         pod = {"namespaceSelector": namespace_selector, **pod}
@@ -84,8 +86,9 @@ def ray_network_policy_manifest(s: Settings) -> dict:
     j = s.job
     dashboard = [{"protocol": "TCP", "port": RAY_DASHBOARD_PORT}]
     ingress: list[dict] = [
-        # Head and workers talk on every port Ray and NCCL open (GCS, raylet, object manager, worker ports).
-        {"from": [{"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}}]},
+        # Head and workers talk on every port Ray and NCCL open (GCS, raylet, object manager, worker ports). On the
+        # host network no pod is selected by this policy at all, so the node CIDRs only keep the peers uniform.
+        {"from": ray_peers(s)},
         {"from": [kuberay_operator_peer(s)], "ports": dashboard},
     ]
     if j.submission_mode == "K8sJobMode":

@@ -385,18 +385,49 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
     return o + list_overrides(s)
 
 
-def entrypoint(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> str:
-    """The RayJob entrypoint: verl's PPO main with the ConfigMap's trainer config and every override, behind the
-    fabric preflight when it runs (`preflight_words`)."""
+# The modes in which KubeRay's submitter splices the entrypoint raw into its own bash command line
+# (`/bin/bash -ce -- "... ray job submit ... -- <entrypoint> ; ..."`, kuberay v1.7.0 rayjob_controller.go
+# `configureSubmitterContainer`, common/job.go `BuildJobSubmitCommand`) before Ray runs it in a shell again
+# (`ray job submit` joins its words with `list2cmdline`, the job supervisor runs the string with shell=True).
+# InteractiveMode: the user submits; `ray job submit -- <entrypoint>` typed into a shell is the same two shells.
+# HTTPMode posts the string to the dashboard as it is: Ray's shell is the only one.
+SUBMITTER_SHELL_MODES = ("K8sJobMode", "SidecarMode", "InteractiveMode")
+
+
+def close_runs_words() -> list[str]:
+    """The follow-up that closes the job's tool runs (`verl_ack_tools.py --close-runs`): always exits 0."""
+    return ["python3", f"{CONFIG_DIR}/{TOOLS_MODULE_FILE}", "--close-runs", f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"]
+
+
+def verl_command(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> list[str]:
+    """verl's PPO main with the ConfigMap's trainer config and every override, behind the fabric preflight when it
+    runs (`preflight_words`): plain words only, each one reads the same in any number of shells."""
     pairs = hydra_overrides(s, layout) if overrides is None else overrides
     keys = [k for k, _ in pairs]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
         raise OverrideError(f"duplicate Hydra overrides {dupes}; each key may appear once")
     in_file = {k for k, _ in list_overrides(s)}
-    words = [*(preflight_words(s, layout) if preflight_enabled(s) else []),
-             "python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
-             f"--config-name={TRAINER_CONFIG_NAME}", *(render_override(k, v) for k, v in pairs if k not in in_file)]
-    # Every word is a plain scalar (render_override refuses anything else), so it reads the same in both shells;
-    # shlex.quote is a second line of defence and leaves such words unchanged.
-    return " ".join(shlex.quote(w) for w in words)
+    return [*(preflight_words(s, layout) if preflight_enabled(s) else []),
+            "python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
+            f"--config-name={TRAINER_CONFIG_NAME}", *(render_override(k, v) for k, v in pairs if k not in in_file)]
+
+
+def entrypoint(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> str:
+    """The RayJob entrypoint: `verl_command`, then (whatever verl's exit code) `close_runs_words` when the tools log
+    to MLflow, exiting with verl's code: `<verl> ; rc=$? ; <close-runs> ; exit $rc` as Ray's shell reads it.
+
+    The tools' MLflow runs cannot close themselves (Ray kills the agent-loop actors, `atexit` never runs), so the
+    job's own shell closes them after verl, in the head pod where the ConfigMap is mounted. With the preflight in
+    front, the preflight execs verl, so `$?` is verl's code (or the preflight's 1 when it refused to start it)."""
+    words = verl_command(s, layout, overrides)
+    # Every verl word is a plain scalar (render_override refuses anything else), so it reads the same in both
+    # shells; shlex.quote is a second line of defence and leaves such words unchanged.
+    line = " ".join(shlex.quote(w) for w in words)
+    if not s.tracking.enabled:
+        return line
+    then = [";", "rc=$?", ";", *close_runs_words(), ";", "exit", "$rc"]
+    # The submitter's bash must pass `;` and `$` through to Ray's shell as words: quoted once for it. Without a
+    # submitter shell they are Ray's shell's operators as written.
+    quote = shlex.quote if s.job.submission_mode in SUBMITTER_SHELL_MODES else str
+    return " ".join([line, *(quote(w) for w in then)])

@@ -192,3 +192,42 @@ def test_the_host_network_policies_admit_exactly_the_gpu_nodes_cidrs_the_stack_n
     given = settings("multinode", {"job": {"host_network_cidrs": ["192.168.40.0/24"]}})
     pol = np_.mlflow_network_policy_manifest(given, MLFLOW_LABELS)
     assert admits_address(pol, "192.168.40.20", 5000) and not admits_address(pol, "10.1.3.7", 5000)
+
+
+def _admits_ray_by_label(rule: dict) -> bool:
+    return any(_matches(peer.get("podSelector"), {"app.kubernetes.io/name": "verl-trainer"})
+               for peer in rule.get("from", []))
+
+
+def test_every_multinode_policy_that_admits_ray_pods_admits_their_gpu_nodes_on_the_same_ports():
+    # Every NetworkPolicy the program renders for the stack, not a list of known ones: a new policy that admits
+    # Ray pods by label only would drop the host-network pods' traffic, as mlflow-ingress once did.
+    s = settings("multinode")
+    policies = [r.inputs for r in record("multinode").by_type(POLICY)]
+    inside = s.job.host_network_cidrs[0].rsplit(".", 2)[0] + ".3.7"
+    checked = 0
+    for pol in policies:
+        for rule in pol["spec"].get("ingress", []):
+            if not _admits_ray_by_label(rule):
+                continue
+            checked += 1
+            ports = [p["port"] for p in rule.get("ports", [])] or list(RAY_PORTS)
+            single = {**pol, "spec": {**pol["spec"], "ingress": [rule]}}
+            for port in ports:
+                assert admits_address(single, inside, port), (pol["metadata"]["name"], port)
+                assert not admits_address(single, "172.16.0.9", port), (pol["metadata"]["name"], port)
+    assert checked >= 2  # <job>-ray-ingress and mlflow-ingress
+
+
+def test_no_policy_of_the_program_stands_between_the_ray_pods_and_the_sandbox_managers_mcp_port(stack_name):
+    # The isolation policy selects the sandbox pods only; the manager (MCP, sandbox.mcp_port) is selected by no
+    # policy the program renders, so host-network Ray pods reach it as pod-network ones do (docs/sandbox.md).
+    s = settings(stack_name)
+    if not s.sandbox.enabled:
+        return
+    from components.workloads.sandbox.manifests import manager_selector
+
+    for reg in record(stack_name).by_type(POLICY):
+        pol = reg.inputs
+        if pol["metadata"]["namespace"] == s.sandbox.namespace:
+            assert not _matches(pol["spec"]["podSelector"], manager_selector(s)), pol["metadata"]["name"]

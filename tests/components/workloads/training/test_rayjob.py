@@ -421,8 +421,11 @@ def test_a_layout_verl_would_reject_is_refused_by_the_settings_and_by_the_builde
 # --------------------------------------------------------------------------------------------- snapshots
 def test_dev_entrypoint_matches_itsassert_text_snapshot():
     _, manifest = build("dev")
-    words = manifest["spec"]["entrypoint"].split(" ")
-    assert_text_snapshot("dev.entrypoint.txt", " \\\n  ".join([" ".join(words[:3]), *words[3:]]) + "\n")
+    # One override per line, then each command after verl (the tool runs' close-up) on a line of its own.
+    verl, *after = manifest["spec"]["entrypoint"].split(" ';' ")
+    words = verl.split(" ")
+    assert_text_snapshot("dev.entrypoint.txt", " \\\n  ".join([" ".join(words[:3]), *words[3:],
+                                                                *(f"';' {a}" for a in after)]) + "\n")
 
 
 def test_dev_rayjob_manifest_matches_itsassert_text_snapshot():

@@ -45,6 +45,7 @@ from components.workloads.training.verl_config import (
     render_override,
     tool_config,
     trainer_config,
+    verl_command,
 )
 from components.workloads.training.volumes import oss_volumes
 from tests.components.workloads.training.test_rayjob import SITE, settings_for
@@ -69,6 +70,7 @@ def compose_job(tmp_path: Path, s, extra: list[str] = ()):
     (tmp_path / TRAINER_FILE).write_text(config_files(s)[TRAINER_FILE])
     words = shlex.split(entrypoint(s, resolve_layout(s)))
     words = words[words.index("--") + 1:] if "--" in words else words  # the verl command behind the preflight
+    words = words[:words.index(";")] if ";" in words else words  # before the tool runs' close-up
     assert words[:5] == ["python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
                          f"--config-name={TRAINER_CONFIG_NAME}"]
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
@@ -258,8 +260,10 @@ def test_the_model_path_is_the_staged_preset_directory(tmp_path, verl_config_pac
 # --------------------------------------------------------------------------------------------- overrides
 def test_every_override_is_one_shell_safe_word(stack_name):
     s = settings_for(stack_name)
-    line = entrypoint(s, resolve_layout(s))
-    assert shlex.split(line) == line.split(" ")
+    words = verl_command(s, resolve_layout(s))
+    line = " ".join(words)
+    assert entrypoint(s, resolve_layout(s)).startswith(line + (" " if s.tracking.enabled else ""))
+    assert shlex.split(line) == words
     assert not set(line) & set("'\"$`;&|<>(){}*?~\\#!")
 
 
@@ -293,8 +297,8 @@ def test_list_settings_live_in_the_trainer_file_so_no_shell_can_glob_them(stack_
     # `k=[a,b]` on the command line is a glob pattern in the submitter's bash and again in Ray's job manager
     # (shell=True); no quoting survives both. A file named like the pattern in the working dir would change it.
     s = settings_for(stack_name)
-    line = entrypoint(s, resolve_layout(s))
-    assert "[" not in line and "]" not in line and "'" not in line
+    line = " ".join(verl_command(s, resolve_layout(s)))
+    assert "[" not in entrypoint(s, resolve_layout(s)) and "]" not in line and "'" not in line
     doc = yaml.safe_load(config_files(s)[TRAINER_FILE])
     for key, value in list_overrides(s):
         node = doc
