@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.addons import AddonsArgs
 from components.config import Settings
 from components.wiring import ray_namespace
 
@@ -97,13 +97,8 @@ def log_location(s: Settings, run: str | None = None) -> dict[str, str]:
     return out
 
 
-@dataclass
-class LogCollectionArgs:
-    settings: Settings
-    cluster_id: pulumi.Input[str]
-    provider: pulumi.ProviderResource  # the explicit alicloud provider
-    k8s_provider: pulumi.ProviderResource
-    nodes_ready: list[pulumi.Resource] = field(default_factory=list)
+# The same inputs as the cluster's other add-ons (settings, cluster id, both providers, the nodes they need).
+LogCollectionArgs = AddonsArgs
 
 
 class LogCollection(pulumi.ComponentResource):

@@ -21,13 +21,13 @@ Sources for every name here: docs/facts.md "Shared platform"; uncertain ones in 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.addons import AddonsArgs
 from components.config import Settings
 from components.model.layout import Layout
 from components.wiring import ray_namespace
@@ -156,13 +156,8 @@ def queue_summary(s: Settings) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class QueueingArgs:
-    settings: Settings
-    cluster_id: pulumi.Input[str]
-    provider: pulumi.ProviderResource  # the explicit alicloud provider
-    k8s_provider: pulumi.ProviderResource
-    nodes_ready: list[pulumi.Resource] = field(default_factory=list)  # the queue's pods run on the system pool
+# The same inputs as the cluster's other add-ons (settings, cluster id, both providers, the nodes they need).
+QueueingArgs = AddonsArgs
 
 
 class Queueing(pulumi.ComponentResource):
