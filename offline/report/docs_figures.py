@@ -101,6 +101,8 @@ def figures(plans: dict[str, dict]) -> dict[str, str]:
         "pair-warm": _min(split["warm_first_step_minutes"]),
         "platform-month": _usd(plans[PAIR[0]]["sections"]["cost"]["total"]["per_month"]),
         "dev-resources": str(plans["dev"]["counts"]["resources"]),
+        "multinode-pull": _min(plans["multinode"]["sections"]["latency"]["phases"]["image pull"]),
+        "multinode-first-step": _min(plans["multinode"]["sections"]["latency"]["first_step_minutes"]),
     }
 
 
