@@ -170,6 +170,9 @@ class _Mocks(pmocks.Mocks):
                                    f"rendered first (have: {sorted(self.stack_references) or 'none'})")
             ref = self.stack_references[name]
             return name, {"name": name, "outputs": ref.outputs, "secretOutputNames": ref.secret_output_names}
+        read = fakes.account_read(args.typ, args.name, args.resource_id) if args.resource_id else None
+        if read is not None:
+            return args.resource_id, {**args.inputs, **read}
         outputs = dict(args.inputs)
         # A read (`Resource.get(name, id)`) keeps the id it asked for, as the real engine does, and its
         # canned outputs are derived from that id.

@@ -95,6 +95,13 @@ class FakeAccount:
         "AliyunCSDefaultRole", "AliyunCSManagedKubernetesRole", "AliyunCSManagedNetworkRole", "AliyunCSManagedCsiRole",
         "AliyunCSManagedAutoScalerRole"])
     buckets: list[str] = field(default_factory=lambda: ["my-existing-verl-bucket", "verl-ack-dev-data"])
+    # Lingjun machines (read with eflo.NodeGroup.get / eflo.Node.get): "<cluster>:<group>" -> zone, and node id ->
+    # (cluster, group, zone). The shipped stacks' placeholder ids skip the reads; these are the tests' real-looking
+    # values (tests/conftest.py REAL_DEV_VALUES) in dev's gpu_pool.zone.
+    lingjun_node_groups: dict[str, str] = field(default_factory=lambda: {
+        "i118191731733789436:i127062918265143": "ap-southeast-1a"})
+    lingjun_nodes: dict[str, tuple[str, str, str]] = field(default_factory=lambda: {
+        "e01-cn-fw7a2b3c4d5": ("i118191731733789436", "i127062918265143", "ap-southeast-1a")})
 
 
 ACCOUNT = FakeAccount()
@@ -108,6 +115,24 @@ def _acr_instance(iid: str, vpc: list[str]) -> dict:
     return {"id": iid, "name": f"fake-{iid}", "authorizationToken": "", "namespaceQuota": "", "namespaceUsage": "",
             "publicEndpoints": [], "region": "fake", "repoQuota": "", "repoUsage": "", "specification": "",
             "tags": {}, "tempUsername": "", "vpcEndpoints": vpc}
+
+
+def account_read(type_: str, name: str, read_id: str) -> dict | None:
+    """A read of a Lingjun node group or node from ACCOUNT, in the outputs the provider's Read stores; an id the
+    account lacks fails as the engine fails such a read (pulumi pkg/resource/deploy/step.go ReadStep.Apply)."""
+    a = ACCOUNT
+    if type_ == "alicloud:eflo/nodeGroup:NodeGroup":
+        if read_id not in a.lingjun_node_groups:
+            raise RuntimeError(f"{type_} ({name}): resource '{read_id}' does not exist")
+        cluster, group = read_id.split(":")
+        return {"clusterId": cluster, "nodeGroupId": group, "az": a.lingjun_node_groups[read_id],
+                "machineType": "fake-machine-type", "nodeGroupName": f"fake-{group}", "nodes": []}
+    if type_ == "alicloud:eflo/node:Node":
+        if read_id not in a.lingjun_nodes:
+            raise RuntimeError(f"{type_} ({name}): resource '{read_id}' does not exist")
+        cluster, group, zone = a.lingjun_nodes[read_id]
+        return {"clusterId": cluster, "nodeGroupId": group, "zone": zone, "machineType": "fake-machine-type"}
+    return None
 
 
 def account_invoke(token: str, args: dict) -> dict | None:

@@ -32,6 +32,11 @@ NEW_VPC_VARIANT = {"gpu_pool": {"kind": "ecs", "lingjun": None,
                                 "ecs": {"instance_types": ["ecs.gn7i-c16g1.4xlarge"], "min_nodes": 0}},
                    "cluster": {"network": {"vpc_id": None, "node_vswitch_ids": [], "pod_vswitch_ids": [],
                                            "nat_bandwidth_mbps": 100}}}
+# dev with real-looking Lingjun ids: the shipped placeholders skip the Lingjun reads (components/cloud/account_checks.py
+# check_lingjun), which a real preview performs, so their read permissions come from this variant.
+LINGJUN_READ_VARIANT = {"gpu_pool": {"lingjun": {"eflo_cluster_id": "i118191731733789436",
+                                                 "eflo_node_group_id": "i127062918265143",
+                                                 "node_ids": ["e01-cn-fw7a2b3c4d5"]}}}
 # API product (as the provider's RPC calls name it) -> RAM code. Source: each product's "RAM authorization" page of
 # the API reference (https://help.aliyun.com/zh/ssl-certificate/developer-reference/api-cas-2020-04-07-ram states
 # cas -> yundun-cert; the others use the product code, docs/uncertain-facts.md).
@@ -81,6 +86,22 @@ MANUAL: dict[str, list[tuple[str, str, str]]] = {
     "alicloud:cs/autoscalingConfig:AutoscalingConfig": [  # create and update both send CreateAutoscalingConfig
         ("cs:CreateAutoscalingConfig", "resource_alicloud_cs_autoscaling_config.go",
          r"client\.CreateAutoscalingConfig\(tea\.String\(clusterId\)")],
+    # Reads only (Resource.get): the actions of the provider's Read. RAM code eflo for eflo-controller
+    # (https://api.aliyun.com/document/eflo-controller/2022-12-15/ram), bssapi for BssOpenApi
+    # (https://www.alibabacloud.com/help/doc-detail/91860.html).
+    "alicloud:eflo/nodeGroup:NodeGroup": [
+        ("eflo:ListNodeGroups", "service_alicloud_eflo_v2.go", r"func \(s \*EfloServiceV2\) DescribeEfloNodeGroup\("),
+        ("eflo:ListClusterNodes", "service_alicloud_eflo_v2.go",
+         r"func \(s \*EfloServiceV2\) DescribeNodeGroupListClusterNodes\(")],
+    "alicloud:eflo/node:Node": [
+        ("eflo:DescribeNode", "service_alicloud_eflo_v2.go", r"func \(s \*EfloServiceV2\) DescribeEfloNode\("),
+        ("eflo:ListTagResources", "service_alicloud_eflo_v2.go",
+         r"func \(s \*EfloServiceV2\) DescribeNodeListTagResources\("),
+        ("bssapi:QueryAvailableInstances", "service_alicloud_eflo_v2.go",
+         r"func \(s \*EfloServiceV2\) DescribeNodeQueryAvailableInstances\("),
+        ("eflo:ListClusterNodes", "service_alicloud_eflo_v2.go",
+         r"func \(s \*EfloServiceV2\) DescribeNodeListClusterNodes\("),
+        ("ecs:DescribeDisks", "service_alicloud_ecs_v2.go", r"func \(s \*EcsServiceV2\) DescribeEcsDataDisksByNodeId\(")],
     # Invokes: the account checks and the cluster credential.
     "alicloud:cs/getKubernetesAddons:getKubernetesAddons": [  # the Lingjun add-on floors, read at preview
         ("cs:ListAddons", "service_alicloud_cs.go", r"s\.client\.ListAddons\(request\)"),
@@ -107,7 +128,9 @@ MANUAL: dict[str, list[tuple[str, str, str]]] = {
 
 
 def recorded() -> tuple[set[str], set[str]]:
-    """The alicloud resource types (created, not only read) and invokes of the shipped stacks' offline plans."""
+    """The alicloud resource types and invokes of the shipped stacks' offline plans (and of the variants above).
+    A type only read (Resource.get) counts only where MANUAL lists its Read's actions: a read needs those, not
+    the create/update/delete actions derived for a managed type."""
     import tempfile
 
     import plan
@@ -125,10 +148,15 @@ def recorded() -> tuple[set[str], set[str]]:
         doc["config"][key] = merged(doc["config"][key], NEW_VPC_VARIANT)
         variant = Path(tmp) / "Pulumi.dev-new-vpc.yaml"
         variant.write_text(yaml.safe_dump(doc, sort_keys=False))
-        for stack, path in [*((s, plan.stack_file(s)) for s in STACKS), ("dev-new-vpc", variant)]:
+        doc = yaml.safe_load(plan.stack_file("dev").read_text())
+        doc["config"][key] = merged(doc["config"][key], LINGJUN_READ_VARIANT)
+        reads = Path(tmp) / "Pulumi.dev-lingjun-reads.yaml"
+        reads.write_text(yaml.safe_dump(doc, sort_keys=False))
+        for stack, path in [*((s, plan.stack_file(s)) for s in STACKS), ("dev-new-vpc", variant),
+                            ("dev-lingjun-reads", reads)]:
             result = plan.build_plan(path, stack, Path(tmp) / stack)
-            types |= {r["type"] for r in result["resources"]
-                      if r["type"].startswith("alicloud:") and not (r["options"] or {}).get("read")}
+            types |= {r["type"] for r in result["resources"] if r["type"].startswith("alicloud:")
+                      and (not (r["options"] or {}).get("read") or r["type"] in MANUAL)}
             invokes |= {i["token"] for i in result["invokes"] if i["token"].startswith("alicloud:")}
     return types, invokes
 

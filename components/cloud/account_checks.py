@@ -4,10 +4,15 @@ sources and refuse a stack that cannot succeed, naming the field and the fix.
 Each check is an invoke (a read; `pulumi preview` runs invokes) made with the explicit provider of the stack's
 region. Checked: every zone exists in the region and is sold; an ECS GPU pool's zone sells one of its instance
 types; the sandbox's DNS zone is hosted in Alibaba Cloud DNS; the ACR Enterprise instance exists (and serves the
-registry host named); ACK's service roles are authorised; an existing bucket is this account's. What no data
-source of pulumi-alicloud 4.0.0 can read is left to the provider's own errors at `up` and listed in
-docs/uncertain-facts.md: Lingjun clusters, node groups and nodes (eflo has only get_subnets and get_vpds), image
-digests in ACR, and whether another account holds a new bucket's name.
+registry host named); ACK's service roles are authorised; an existing bucket is this account's.
+
+Lingjun machines have no data source in pulumi-alicloud 4.0.0 (eflo has only get_subnets and get_vpds), so a stack
+that owns a Lingjun pool READS them as resources instead (`eflo.NodeGroup.get`, `eflo.Node.get`; check_lingjun):
+`pulumi preview` performs reads too, and a read of an id the account lacks fails the preview ("resource '<id>' does
+not exist", at the read named lingjun-node-group or lingjun-node-<i>, i.e. gpu_pool.lingjun.node_ids[i]). What the
+reads return is then checked: each node in the named cluster and node group, in gpu_pool.zone, and the node group in
+gpu_pool.zone. Left to the provider's own errors at `up` and listed in docs/uncertain-facts.md: image digests in ACR
+and whether another account holds a new bucket's name.
 
 Placeholders (components/config/placeholders.py) are refused first, in a real preview only. The offline engine
 (offline/engine.py) runs the same program under Pulumi's mocks and sets VERL_ACK_OFFLINE_PLAN=1; both together
@@ -27,6 +32,9 @@ from pulumi.runtime import settings as psettings
 
 from components.config import PROJECT, Problem, Settings, SettingsError
 from components.config.placeholders import placeholders
+
+NODE_GROUP_READ = "lingjun-node-group"
+NODE_READ = "lingjun-node-{}"
 
 OFFLINE_PLAN_ENV = "VERL_ACK_OFFLINE_PLAN"
 # ACK's quick-authorisation roles a managed cluster, its network (Terway) and storage (CSI) add-ons assume
@@ -132,3 +140,53 @@ def check_account(s: Settings, provider: pulumi.ProviderResource) -> None:
     problems = account_problems(s, provider)
     if problems:
         raise SettingsError(problems)
+
+
+def lingjun_problems(s: Settings, group: dict, nodes: list[dict]) -> list[str]:
+    """What the reads of the node group ({cluster_id, node_group_id, az}) and of each of gpu_pool.lingjun.node_ids
+    ({cluster_id, node_group_id, zone}) say against the settings. A zone the provider left empty is not compared."""
+    lj = s.gpu_pool.lingjun
+    assert lj is not None
+    out = []
+    if group.get("az") and group["az"] != s.gpu_pool.zone:
+        out.append(f"gpu_pool.zone: node group {lj.eflo_node_group_id} is in zone {group['az']}, "
+                   f"not {s.gpu_pool.zone}; "
+                   f"set gpu_pool.zone: {group['az']} (and list it in `zones`) or name a node group of that zone")
+    for i, (node_id, node) in enumerate(zip(lj.node_ids, nodes, strict=True)):
+        field = f"gpu_pool.lingjun.node_ids[{i}]"
+        if node.get("cluster_id") != lj.eflo_cluster_id:
+            out.append(f"{field}: node {node_id} belongs to Lingjun cluster {node.get('cluster_id') or 'none'}, not "
+                       f"gpu_pool.lingjun.eflo_cluster_id {lj.eflo_cluster_id}; name a node of that cluster "
+                       "(Lingjun console > Nodes) or correct the cluster id")
+        elif node.get("node_group_id") != lj.eflo_node_group_id:
+            out.append(f"{field}: node {node_id} belongs to node group {node.get('node_group_id') or 'none'}, not "
+                       f"gpu_pool.lingjun.eflo_node_group_id {lj.eflo_node_group_id}; name a node of that group "
+                       "(Lingjun console > Node groups > nodes) or correct the node group id")
+        if node.get("zone") and node["zone"] != s.gpu_pool.zone:
+            out.append(f"{field}: node {node_id} is in zone {node['zone']}, not gpu_pool.zone {s.gpu_pool.zone}; "
+                       "name a node of that zone or correct gpu_pool.zone")
+    return out
+
+
+def check_lingjun(s: Settings, opts: pulumi.ResourceOptions) -> pulumi.Output[list[str]] | None:
+    """Read the Lingjun node group and nodes a stack's pool joins (`opts`: the pool's parent and explicit provider)
+    and fail the program on what lingjun_problems finds (an exception in an outstanding Output, as the add-on floor
+    check does). Reads register no managed resource: nothing is created or deleted. Skipped in an offline plan
+    while a Lingjun id is a placeholder: a real preview has refused every placeholder before this runs."""
+    lj = s.gpu_pool.lingjun
+    if s.gpu_pool.kind != "lingjun" or lj is None or not s.owns_gpu_pool():
+        return None
+    if any(p.field.startswith("gpu_pool.lingjun.") for p in placeholders(s)):
+        return None
+    group = alicloud.eflo.NodeGroup.get(NODE_GROUP_READ, f"{lj.eflo_cluster_id}:{lj.eflo_node_group_id}", opts=opts)
+    nodes = [alicloud.eflo.Node.get(NODE_READ.format(i), node_id, opts=opts) for i, node_id in enumerate(lj.node_ids)]
+    read = pulumi.Output.all(
+        pulumi.Output.all(cluster_id=group.cluster_id, node_group_id=group.node_group_id, az=group.az),
+        *(pulumi.Output.all(cluster_id=n.cluster_id, node_group_id=n.node_group_id, zone=n.zone) for n in nodes))
+
+    def check(answers: list[dict]) -> list[str]:
+        if problems := lingjun_problems(s, answers[0], answers[1:]):
+            raise pulumi.RunError("\n".join(problems))
+        return []
+
+    return read.apply(check)

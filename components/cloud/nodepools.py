@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_alicloud as alicloud
 
+from components.cloud.account_checks import check_lingjun
 from components.cloud.network import NetworkRefs
 from components.config import Settings
 from components.config.cloud import EXCLUSIVE_ENI_LABEL, LINGJUN_NODE_POOL_DOC
@@ -217,6 +218,7 @@ class NodePools(pulumi.ComponentResource):
         self.autoscaler: alicloud.cs.AutoscalingConfig | None = None
         self.sandbox: alicloud.cs.NodePool | None = None
         self.ray_port_rules: list[alicloud.ecs.SecurityGroupRule] = []
+        self.lingjun_checked: pulumi.Output[list[str]] | None = None
         if args.system:
             self._system_pool(name, args, child)
             if s.sandbox.dedicated_pool is not None:
@@ -266,6 +268,8 @@ class NodePools(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, lingjun_pool_options()))
             for msg in lingjun_join_warnings(s):
                 pulumi.log.warn(msg, resource=self.gpu)
+            # The machines the pool joins, read from the account at preview (placeholders are refused first).
+            self.lingjun_checked = check_lingjun(s, pulumi.ResourceOptions(parent=self, provider=args.provider))
             if gp.lingjun.security_group_id:
                 self.ray_port_rules = ray_port_rules(name, s, child)
         else:

@@ -8,12 +8,14 @@ import os
 
 import pytest
 import yaml
+from pulumi import RunError
 
 import plan
 from components.cloud import account_checks
 from components.config import STACKS_DIR, SettingsError
 from offline import fakes
 from offline.engine import run_program
+from tests.conftest import REAL_DEV_VALUES
 
 
 @pytest.fixture
@@ -151,3 +153,61 @@ def test_an_experiment_whose_platform_stack_names_another_organization_is_refuse
         plan.build_plan(path, "grpo", tmp_path / "o")
     [problem] = info.value.problems
     assert problem.field == "platform_stack" and "names the organization 'someone-else'" in problem.message
+
+
+def real_lingjun_stack(tmp_path) -> tuple[dict, list]:
+    doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+    doc["config"]["verl-ack:settings"]["gpu_pool"]["lingjun"].update(REAL_DEV_VALUES["gpu_pool"]["lingjun"])
+    path = tmp_path / "Pulumi.real.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    config, secret_keys, _ = plan.stack_config(path)
+    return config, secret_keys
+
+
+def run_real(tmp_path):
+    config, secret_keys = real_lingjun_stack(tmp_path)
+    return run_program(plan.REPO / "__main__.py", config, secret_keys, project=plan.PROJECT, stack="real")
+
+
+def test_real_lingjun_ids_are_read_from_the_account_under_the_pool_with_its_provider_and_pass(tmp_path, account):
+    rec = run_real(tmp_path)
+    group = rec.get("alicloud:eflo/nodeGroup:NodeGroup", "lingjun-node-group")
+    node = rec.get("alicloud:eflo/node:Node", "lingjun-node-0")
+    assert group.options["read"] and group.options["id"] == "i118191731733789436:i127062918265143"
+    assert node.options["read"] and node.options["id"] == "e01-cn-fw7a2b3c4d5"
+    pools = rec.get("verl-ack:nodepools:NodePools", "pools")
+    assert group.parent == node.parent == pools.urn
+    assert group.provider.startswith(rec.get("pulumi:providers:alicloud", "alicloud").urn)
+
+
+def test_the_shipped_placeholder_lingjun_ids_are_not_read_in_the_offline_plan(tmp_path, account):
+    result = plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", tmp_path / "dev")
+    assert not [r for r in result["resources"] if r["type"].startswith("alicloud:eflo/")]
+
+
+def test_a_lingjun_node_the_account_lacks_fails_the_preview_at_its_read(tmp_path, account):
+    account.lingjun_nodes.clear()
+    with pytest.raises(RuntimeError) as info:
+        run_real(tmp_path)
+    # The engine fails a read of a missing id at the read; lingjun-node-0 reads gpu_pool.lingjun.node_ids[0].
+    assert "(lingjun-node-0): resource 'e01-cn-fw7a2b3c4d5' does not exist" in str(info.value)
+
+
+def test_a_lingjun_node_of_another_node_group_fails_the_preview_naming_the_node_id_field(tmp_path, account):
+    account.lingjun_nodes["e01-cn-fw7a2b3c4d5"] = ("i118191731733789436", "i127000000000001", "ap-southeast-1a")
+    with pytest.raises(RunError) as info:
+        run_real(tmp_path)
+    assert str(info.value).startswith("gpu_pool.lingjun.node_ids[0]: node e01-cn-fw7a2b3c4d5 belongs to node group "
+                                      "i127000000000001, not gpu_pool.lingjun.eflo_node_group_id i127062918265143")
+
+
+def test_lingjun_machines_of_another_cluster_or_zone_are_refused_naming_each_field(tmp_path, account):
+    account.lingjun_nodes["e01-cn-fw7a2b3c4d5"] = ("i118191700000000000", "i127062918265143", "ap-southeast-1b")
+    account.lingjun_node_groups["i118191731733789436:i127062918265143"] = "ap-southeast-1b"
+    with pytest.raises(RunError) as info:
+        run_real(tmp_path)
+    lines = str(info.value).splitlines()
+    assert [line.split(":")[0] for line in lines] == ["gpu_pool.zone", "gpu_pool.lingjun.node_ids[0]",
+                                                      "gpu_pool.lingjun.node_ids[0]"]
+    assert "Lingjun cluster i118191700000000000, not gpu_pool.lingjun.eflo_cluster_id" in lines[1]
+    assert "in zone ap-southeast-1b, not gpu_pool.zone ap-southeast-1a" in lines[2]
