@@ -21,13 +21,13 @@ Sources: docs/facts.md "Shared platform".
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from components.cloud.addon_config import go_json
 from components.cloud.addons import AddonsArgs
 from components.config import Settings
 from components.wiring import ray_namespace
@@ -111,7 +111,8 @@ class LogCollection(pulumi.ComponentResource):
         config = logtail_addon_config(s)
         self.addon = alicloud.cs.KubernetesAddon(
             f"{name}-logtail", cluster_id=args.cluster_id, name=addon.name, version=addon.version,
-            config=json.dumps(config, sort_keys=True) if config else None,
+            # Go json.Marshal's form, what the provider's Read stores (components/cloud/addon_config.py)
+            config=go_json(config) if config else None,
             # A new cluster with audit_log may already run logtail-ds; keep it when this stack goes.
             # Its DaemonSet and controller need the system pool's nodes, or the install reports failed.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready,

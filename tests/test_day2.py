@@ -44,6 +44,13 @@ def test_the_second_preview_of_every_stack_is_empty(stack):
     assert _summary(day2.second_preview(record(stack), _runner(stack))) == KNOWN_DEFECTS.get(stack, {})
 
 
+def test_the_second_preview_is_empty_with_every_add_on_config_the_settings_can_give():
+    # add-on configs the shipped stacks leave empty (a named Log Service project for logtail-ds) are in the provider's
+    # stored form too: a spaced json.dumps there once diffed on every preview
+    over = {"logs": {"project": "team-ray-logs"}}
+    assert _summary(day2.second_preview(record("dev-platform", over), _runner("dev-platform", over))) == {}
+
+
 def _report(stack: str, overrides: dict) -> dict[str, tuple]:
     changes = day2.change_report(record(stack), _runner(stack, overrides))
     return {n: v for n, v in _summary(changes).items() if KNOWN_DEFECTS.get(stack, {}).get(n) != v}
