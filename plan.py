@@ -281,8 +281,7 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
 
 def record_stack(path: Path, stack: str, own_outputs: StackOutputs | None = None, prior: dict | None = None) -> Recording:
     """One offline run of a stack file (an experiment's platform rendered first), as the change report needs it."""
-    raw = read_stack_config(path).get(SETTINGS_KEY)
-    settings = parse_settings(raw if raw is not None else {})
+    settings = parse_settings(raw_settings(path))
     config, secret_keys, _ = stack_config(path)
     platform = render_platform(settings) if settings.kind == "experiment" else None
     references = {settings.platform_stack: StackOutputs.of(platform.recording)} if platform else {}

@@ -19,9 +19,10 @@ from typing import Any, Optional
 
 from components.config import DEFAULT_PRICES_USD, Settings
 from components.model import preset_of
+from components.model.wait import gpu_pool_autoscales, model_bytes
 from components.sweep import variants
 from offline.report.cost_view import platform_markdown, run_markdown
-from offline.report.latency import CriticalPath, Timeline, model_bytes, own_start_minutes, plan_critical_path
+from offline.report.latency import CriticalPath, Timeline, own_start_minutes, plan_critical_path
 from offline.report.section import Section
 
 RUN_ASSUMPTIONS = 5  # estimate_cost's first assumptions: the note, steps, setup, TTL, run length
@@ -216,15 +217,34 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
             f"ECS GPU nodes bill from their start ({timeline.gpu_pool_start_minutes:.1f} min: pool creation, or the "
             f"autoscaler's scale-up when min_nodes < nodes) until "
             f"{c.scale_down_minutes:g} min after the run (autoscaler scale-down), priced as {itype}")
-    sp = s.system_pool
-    sys_type = sp.instance_types[0]
-    sys_hours = sp.nodes * H if s.kind != "experiment" else 0.0
+    sys_hours = s.system_pool.nodes * H if s.kind != "experiment" else 0.0
     if s.kind == "experiment":
         assumptions.append("experiment stack: the cluster, system pool, NAT, ALB and MLflow are the platform's and "
                            "billed there; this estimate counts " + ("the GPU pool and " if s.owns_gpu_pool() else "")
                            + "the experiment's OSS data")
-        return _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, sys_hours, lines, idle,
-                         assumptions, bill, month)
+    else:
+        _bill_shared_services(s, H, sys_hours, month, bill, assumptions)
+    # The experiments' data and checkpoints are theirs: a platform's estimate counts no OSS data of its own.
+    store = storage_gib(s, steps) if s.kind != "platform" else {}
+    total_gib = sum(store.values())
+    bill("oss", f"OSS storage ({total_gib:.1f} GiB)", "GiB-month", "oss_gib_month", total_gib * H * month,
+         total_gib * month)
+    assumptions.append(
+        f"OSS holds the dataset, the bf16 model and {checkpoints_kept(s, steps)} checkpoint(s) of "
+        f"{'+'.join(s.training.save_contents)} ({sum(CHECKPOINT_BYTES_PER_PARAM[x] for x in s.training.save_contents)}"
+        " bytes/parameter)")
+    return CostEstimate(
+        currency=c.currency, prices_source=_prices_source(s), steps=steps, validations=vals,
+        checkpoints_kept=checkpoints_kept(s, steps), timeline=timeline, training_minutes=training_min,
+        ttl_minutes=ttl_min, run_hours=H, gpu_node_hours=gpu_hours, system_node_hours=sys_hours,
+        storage_gib=store, lines=lines, idle_lines=idle, assumptions=assumptions)
+
+
+def _bill_shared_services(s: Settings, H: float, sys_hours: float, month: float, bill, assumptions: list[str]) -> None:
+    """The lines of what a single or platform stack owns besides the GPU pool: the system pool, the cluster's
+    fee, the new VPC's NAT, the sandbox ALB and the MLflow disk."""
+    c, sp = s.cost, s.system_pool
+    sys_type = sp.instance_types[0]
     bill("system_nodes", f"system pool ({sp.nodes} x {sys_type})", "node-hour", sys_type, sys_hours, sp.nodes)
     bill("system_disks", f"system pool disks ({sp.nodes} x {sp.system_disk_gib} GiB)", "GiB-month", "disk_gib_month",
          sp.system_disk_gib * sys_hours * month, sp.nodes * sp.system_disk_gib * month)
@@ -246,27 +266,6 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
     if s.tracking.enabled:
         bill("tracking_disk", f"MLflow backend disk ({s.tracking.disk_gib} GiB)", "GiB-month", "disk_gib_month",
              s.tracking.disk_gib * H * month, s.tracking.disk_gib * month)
-    return _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, sys_hours, lines, idle,
-                     assumptions, bill, month)
-
-
-def _estimate(s, c, timeline, steps, vals, training_min, ttl_min, H, gpu_hours, sys_hours, lines, idle, assumptions,
-              bill, month) -> CostEstimate:
-    """The OSS line and the estimate itself (shared by single, platform and experiment stacks)."""
-    # The experiments' data and checkpoints are theirs: a platform's estimate counts no OSS data of its own.
-    store = storage_gib(s, steps) if s.kind != "platform" else {}
-    total_gib = sum(store.values())
-    bill("oss", f"OSS storage ({total_gib:.1f} GiB)", "GiB-month", "oss_gib_month", total_gib * H * month,
-         total_gib * month)
-    assumptions.append(
-        f"OSS holds the dataset, the bf16 model and {checkpoints_kept(s, steps)} checkpoint(s) of "
-        f"{'+'.join(s.training.save_contents)} ({sum(CHECKPOINT_BYTES_PER_PARAM[x] for x in s.training.save_contents)}"
-        " bytes/parameter)")
-    return CostEstimate(
-        currency=c.currency, prices_source=_prices_source(s), steps=steps, validations=vals,
-        checkpoints_kept=checkpoints_kept(s, steps), timeline=timeline, training_minutes=training_min,
-        ttl_minutes=ttl_min, run_hours=H, gpu_node_hours=gpu_hours, system_node_hours=sys_hours,
-        storage_gib=store, lines=lines, idle_lines=idle, assumptions=assumptions)
 
 
 HOURS_PER_DAY = 24
@@ -303,8 +302,7 @@ def gpu_idle_cost(s: Settings, cp: CriticalPath) -> Optional[dict[str, Any]]:
 def run_hold_minutes(s: Settings, cp: CriticalPath, est: CostEstimate) -> float:
     """Minutes one run holds the platform's GPU nodes: from its Ray pods' start (an autoscaled ECS pool: the nodes'
     boot) through training and the finished cluster's TTL (and the scale-down of an autoscaled pool)."""
-    ecs = s.gpu_pool.ecs
-    autoscaled = ecs is not None and ecs.min_nodes < s.gpu_pool.nodes
+    autoscaled = gpu_pool_autoscales(s)
     held_from = cp.gpu_pool_start_minutes if autoscaled else cp.pods_start_minutes
     minutes = cp.first_step_minutes - held_from + est.training_minutes + est.ttl_minutes
     return minutes + (s.cost.scale_down_minutes if autoscaled else 0.0)
@@ -316,8 +314,7 @@ def platform_gpu_use(s: Settings, cp: CriticalPath, est: CostEstimate, platform)
     share of that bill. An autoscaled ECS pool boots nodes for the job: the platform's bill grows by this."""
     ps = platform.settings if platform is not None else s
     key, price = gpu_price(ps)
-    ecs = s.gpu_pool.ecs
-    autoscaled = ecs is not None and ecs.min_nodes < s.gpu_pool.nodes
+    autoscaled = gpu_pool_autoscales(s)
     held_from = cp.gpu_pool_start_minutes if autoscaled else cp.pods_start_minutes
     minutes = run_hold_minutes(s, cp, est)
     # a sweep queues one RayJob per variant, one after another on the same pool: each holds it as long
@@ -346,12 +343,12 @@ def platform_running_cost(s: Settings, est: CostEstimate) -> dict[str, Any]:
     services = group({ln.key for ln in est.idle_lines} - gpu_keys)
     gpu = group(gpu_keys)
     total = group({ln.key for ln in est.idle_lines})
-    ecs = s.gpu_pool.ecs
     scaled = None
-    if s.owns_gpu_pool() and ecs is not None and ecs.min_nodes < s.gpu_pool.nodes:
+    if s.owns_gpu_pool() and gpu_pool_autoscales(s):
         key, price = gpu_price(s)
-        scaled = {"nodes": s.gpu_pool.nodes - ecs.min_nodes, "price_key": key, "unit_price": price,
-                  "per_hour": _r(None if price is None else (s.gpu_pool.nodes - ecs.min_nodes) * price)}
+        extra = s.gpu_pool.nodes - s.gpu_pool.ecs.min_nodes  # type: ignore[union-attr]  # autoscales: an ECS pool
+        scaled = {"nodes": extra, "price_key": key, "unit_price": price,
+                  "per_hour": _r(None if price is None else extra * price)}
     busy = [] if not gpu_keys or scaled else [
         {"busy_percent": b, "idle_per_month": _r((100 - b) / 100 * (gpu["per_month"] or 0.0))} for b in BUSY_PERCENT]
     egress = next((ln.unit_price for ln in est.lines if ln.key == "eip_egress"), None)

@@ -29,7 +29,7 @@ from typing import Any, Optional
 from components.cloud.registry import runtime_pip_packages
 from components.cloud.registry import training_image as configured_image
 from components.config import Settings
-from components.model.wait import mbit_minutes, model_bytes, nat_cap_mbps, pull_minutes
+from components.model.wait import gpu_pool_autoscales, mbit_minutes, model_bytes, nat_cap_mbps, pull_minutes
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
 from offline.engine import Recording, Registration
 from offline.report.section import Section, table
@@ -271,10 +271,9 @@ class _Schedule:
                 self.minutes[u] = create_minutes(s, "k8s_object")
         self.pull = pull_minutes(s, training_image(s, recording))[0]
         self.gpu_pool = next((u for u, k in self.kind.items() if k == "gpu_node_pool"), None)
-        ecs = s.gpu_pool.ecs
         # An ECS pool below its node count autoscales: creating it boots only min_nodes (modelled as a plain
         # node pool) and the GPU nodes' boot (`gpu_node_pool` minutes) follows the Ray pods (critical_path).
-        self.autoscaled = bool(self.gpu_pool) and ecs is not None and ecs.min_nodes < s.gpu_pool.nodes
+        self.autoscaled = bool(self.gpu_pool) and gpu_pool_autoscales(s)
         self.boot = create_minutes(s, "gpu_node_pool")
         if self.autoscaled:
             self.minutes[self.gpu_pool] = create_minutes(s, "node_pool")
@@ -387,7 +386,7 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
     autoscaled, boot = sched.autoscaled, sched.boot
     if s.kind == "experiment" and not s.owns_gpu_pool():
         # gpu_pool.owner: platform: the pool was created with the platform, before this stack's `up`.
-        autoscaled = s.gpu_pool.ecs is not None and s.gpu_pool.ecs.min_nodes < s.gpu_pool.nodes
+        autoscaled = gpu_pool_autoscales(s)
         platform: Optional[PlatformRun] = getattr(recording, "platform", None)
         warm_image = (any(is_prepull(r) for r in platform.recording.resources) if platform is not None
                       else s.image.prepull)

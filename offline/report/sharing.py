@@ -8,7 +8,7 @@ from components.config import Settings
 from components.logs import log_location
 from components.queue import queue_summary
 from components.sweep import variants
-from offline.report.cost import estimate_cost, plan_critical_path, run_hold_minutes
+from offline.report.cost import estimate_cost, gpu_price, plan_critical_path, run_hold_minutes
 from offline.report.section import Section, table
 
 
@@ -17,11 +17,6 @@ def _run_node_hours(s: Settings, cp) -> float:
     Ray pods' start (Ray start, submission, verl init) through its steps, validations and the finished cluster's
     TTL. Queue wait is not counted: a suspended RayJob holds no node."""
     return s.gpu_pool.nodes * run_hold_minutes(s, cp, estimate_cost(s, cp.timeline())) / 60
-
-
-def _node_price(s: Settings) -> tuple[str, float | None]:
-    key = "lingjun_node_hour" if s.gpu_pool.kind == "lingjun" else s.gpu_pool.ecs.instance_types[0]  # type: ignore
-    return key, s.cost.prices.get(key)
 
 
 def sharing_section(s: Settings, recording) -> Section:
@@ -34,7 +29,7 @@ def sharing_section(s: Settings, recording) -> Section:
     md = [table(rows, ("shared platform", "value"))]
     runs = variants(s)
     if runs:
-        price_key, price = _node_price(s)
+        price_key, price = gpu_price(s)
         billed = "the platform (gpu_pool.owner: platform)" if not s.owns_gpu_pool() else "this stack"
         lines = ["| variant | values | RayJob | MLflow run | checkpoints | GPU-hours | cost |", "|---|---|---|---|---|---|---|"]
         out, raw_h, raw_cost = [], 0.0, 0.0

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from components.config import Settings
+from components.model.wait import mbit_minutes, nat_cap_mbps
 
 SANDBOXSET_TYPE = "kubernetes:agents.kruise.io/v1alpha1:SandboxSet"
 SANDBOX_PULL_ROLE = "sandbox-image-pull"  # components/workloads/sandbox/image_pull.py SANDBOX_IMAGE_PULL_ROLE
@@ -63,9 +64,10 @@ def warm_pool(s: Settings, recording, finish) -> Optional[WarmPool]:
     L = s.latency
     via_nat = not in_region_endpoint(host, s.region)
     rate = L.node_pull_mbps
-    if via_nat and s.cluster.mode == "new":
-        rate = min(rate, s.cluster.network.nat_bandwidth_mbps / sandbox_nodes(s))
-    minutes = L.sandbox_image_gib * 2**30 * 8 / (rate * 1e6) / 60
+    cap = nat_cap_mbps(s)
+    if via_nat and cap is not None:
+        rate = min(rate, cap / sandbox_nodes(s))
+    minutes = mbit_minutes(L.sandbox_image_gib * 2**30, rate)
     created = finish(sets[0].urn)
     start = finish(pulls[0].urn) if pulls else created
     return WarmPool(image, via_nat, rate, start, minutes, max(created, start + minutes) + L.sandbox_start_minutes)
