@@ -316,10 +316,12 @@ def platform_gpu_use(s: Settings, cp: CriticalPath, est: CostEstimate, platform)
     key, price = gpu_price(ps)
     autoscaled = gpu_pool_autoscales(s)
     held_from = cp.gpu_pool_start_minutes if autoscaled else cp.pods_start_minutes
-    minutes = run_hold_minutes(s, cp, est)
-    # a sweep queues one RayJob per variant, one after another on the same pool: each holds it as long
-    runs = max(1, len(variants(s)))
-    node_hours = runs * s.gpu_pool.nodes * minutes / 60
+    # a sweep queues one RayJob per variant on the same pool: each holds it for its own run (the variant table of
+    # the sharing section shows the same per-variant figures)
+    held = [run_hold_minutes(v.settings, cp, estimate_cost(v.settings, cp.timeline())) for v in variants(s)] \
+        or [run_hold_minutes(s, cp, est)]
+    runs, minutes = len(held), sum(held) / len(held)
+    node_hours = s.gpu_pool.nodes * sum(held) / 60
     gpus = node_hours * s.gpu_pool.gpus_per_node
     return {"billed_to": s.platform_stack, "platform_stack": platform.stack if platform is not None else None,
             "nodes": s.gpu_pool.nodes, "gpus": s.gpu_pool.nodes * s.gpu_pool.gpus_per_node, "runs": runs,
