@@ -31,6 +31,7 @@ from components.cloud.addon_config import go_json
 from components.cloud.addons import AddonsArgs
 from components.config import Settings
 from components.wiring import ray_namespace
+from components.workloads.training.rayjob import pod_groups
 
 LOG_CONFIG_API_VERSION = "log.alibabacloud.com/v1alpha1"
 LOG_CONFIG_NAME = "verl-ray-logs"  # also the Logtail configName, which must equal metadata.name
@@ -78,8 +79,7 @@ def logtail_addon_config(s: Settings) -> dict | None:
 def mark_ray_containers(manifest: dict) -> dict:
     """The RayJob with every Ray container marked for the platform's log collection."""
     out = copy.deepcopy(manifest)
-    cluster = out["spec"]["rayClusterSpec"]
-    for group in [cluster["headGroupSpec"], *(cluster.get("workerGroupSpecs") or [])]:
+    for _, group in pod_groups(out["spec"]):
         for c in group["template"]["spec"]["containers"]:
             env = c.setdefault("env", [])
             if not any(e["name"] == RAY_LOGS_ENV for e in env):

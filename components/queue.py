@@ -31,6 +31,7 @@ from components.cloud.addons import AddonsArgs
 from components.config import Settings
 from components.model.layout import Layout
 from components.wiring import ray_namespace
+from components.workloads.training.rayjob import pod_groups
 
 EQT_API_VERSION = "scheduling.sigs.k8s.io/v1beta1"
 EQT_NAME = "elasticquotatree"  # one tree per cluster, in kube-system (ACK capacity scheduling)
@@ -87,12 +88,9 @@ def elastic_quota_tree_manifest(s: Settings) -> dict:
 
 
 def _templates(manifest: dict) -> list[tuple[str, dict, int]]:
-    """(where, group, pod count) of every Ray pod group of a RayJob manifest."""
-    cluster = manifest["spec"]["rayClusterSpec"]
-    out = [("spec.rayClusterSpec.headGroupSpec", cluster["headGroupSpec"], 1)]
-    for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
-        out.append((f"spec.rayClusterSpec.workerGroupSpecs[{i}]", group, group.get("replicas", 0)))
-    return out
+    """(where, group, pod count) of every Ray pod group of a RayJob manifest: the head is one pod."""
+    groups = pod_groups(manifest["spec"])
+    return [(where, group, 1 if i == 0 else group.get("replicas", 0)) for i, (where, group) in enumerate(groups)]
 
 
 def queued_rayjob(manifest: dict, s: Settings, layout: Layout) -> dict:

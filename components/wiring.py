@@ -69,6 +69,17 @@ def pod_security_labels(enforce: str) -> dict[str, str]:
             "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/audit-version": "latest"}
 
 
+def restricted_container_security() -> dict:
+    """A container securityContext that meets the restricted Pod Security Standard with the pod's
+    `non_root_pod_security`: no privilege escalation, a read-only root filesystem, every capability dropped."""
+    return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def non_root_pod_security(uid: int) -> dict:
+    """The pod securityContext of a restricted pod running as `uid` (user and group), RuntimeDefault seccomp."""
+    return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def ray_pods_use_rdma(s: Settings) -> bool:
     """Multi-node Lingjun jobs talk over RDMA, so their Ray pods run as root and add IPC_LOCK and SYS_RESOURCE
     (components/workloads/training/rayjob.py uses_rdma with layout.nodes == gpu_pool.nodes; a test keeps the two

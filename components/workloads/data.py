@@ -39,6 +39,7 @@ from components.wiring import (
     model_path,
     oss_endpoint,
     resource_kwargs,
+    restricted_container_security,
     system_scheduling,
 )
 
@@ -185,8 +186,7 @@ def _job(s: Settings, code: PipelineCode, *, component: str, module: str, pins: 
             "command": ["/bin/sh", "-c", job_script(s, pins, module)],
             "env": _runtime_env() + env,
             "resources": {"requests": {**resources, **extra_resources}, "limits": {**resources, **extra_resources}},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
+            "securityContext": restricted_container_security(),
             "volumeMounts": [
                 {"name": "code", "mountPath": f"{CODE_ROOT}/pipeline", "readOnly": True},
                 {"name": "scratch", "mountPath": SCRATCH},

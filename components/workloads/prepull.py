@@ -13,11 +13,18 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import Settings
-from components.wiring import PREPULL_SERVICE_ACCOUNT, ROLE_LABEL, ClusterRefs, Scheduling
+from components.wiring import (
+    PREPULL_SERVICE_ACCOUNT,
+    ROLE_LABEL,
+    ClusterRefs,
+    Scheduling,
+    non_root_pod_security,
+    restricted_container_security,
+)
 
 PREPULL_NAME = "verl-image-prepull"
-RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]}}
+# The pause image's own user (registry.k8s.io/pause runs as 65535); any non-root uid runs `true`.
+PULL_UID = 65535
 
 
 def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace: str) -> dict:
@@ -49,8 +56,7 @@ def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace
                     # The `restricted` Pod Security level for both containers, whatever the namespace enforces (a
                     # multi-node Lingjun job namespace is `privileged` for the Ray pods): the init container only
                     # has to exist for the kubelet to pull its image, and `true` runs as any user.
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65535, "runAsGroup": 65535,
-                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": non_root_pod_security(PULL_UID),
                     "initContainers": [{
                         "name": "pull",
                         "image": image,
@@ -58,14 +64,14 @@ def prepull_daemonset(s: Settings, image: str, scheduling: Scheduling, namespace
                         "imagePullPolicy": "IfNotPresent",
                         "command": ["sh", "-c", "true"],
                         "resources": tiny,
-                        "securityContext": dict(RESTRICTED_CONTAINER),
+                        "securityContext": restricted_container_security(),
                     }],
                     "containers": [{
                         "name": "idle",
                         "image": s.image.pause_image,
                         "imagePullPolicy": "IfNotPresent",
                         "resources": tiny,
-                        "securityContext": dict(RESTRICTED_CONTAINER),
+                        "securityContext": restricted_container_security(),
                     }],
                 },
             },

@@ -33,6 +33,7 @@ from components.wiring import (
     StorageRefs,
     WorkloadIdentity,
     resource_kwargs,
+    restricted_container_security,
     system_scheduling,
     tracking_uri,
 )
@@ -151,8 +152,7 @@ def deployment_manifest(s: Settings, service_account: str) -> dict:
             "readinessProbe": health(periodSeconds=10, timeoutSeconds=5, failureThreshold=3),
             "livenessProbe": health(periodSeconds=20, timeoutSeconds=5, failureThreshold=6),
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
+            "securityContext": restricted_container_security(),
             "volumeMounts": [
                 {"name": "backend", "mountPath": BACKEND_DIR},
                 {"name": "artifacts", "mountPath": ARTIFACTS_DIR},

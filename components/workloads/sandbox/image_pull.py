@@ -12,13 +12,12 @@ Not named like the GPU pre-pull (components/workloads/prepull.py): the latency m
 from __future__ import annotations
 
 from components.config import Settings
-from components.wiring import ROLE_LABEL, sandbox_scheduling
+from components.wiring import ROLE_LABEL, non_root_pod_security, restricted_container_security, sandbox_scheduling
+from components.workloads.prepull import PULL_UID
 from components.workloads.sandbox.manifests import PART_OF
 
 SANDBOX_IMAGE_PULL_NAME = "code-interpreter-image-pull"
 SANDBOX_IMAGE_PULL_ROLE = "sandbox-image-pull"
-# The pause image's own user (registry.k8s.io/pause runs as 65535); any non-root uid runs `true`.
-PULL_UID = 65535
 
 
 def sandbox_image_pull_daemonset(s: Settings) -> dict:
@@ -28,7 +27,6 @@ def sandbox_image_pull_daemonset(s: Settings) -> dict:
     sched = sandbox_scheduling(s)
     labels = {"app.kubernetes.io/name": SANDBOX_IMAGE_PULL_NAME, ROLE_LABEL: SANDBOX_IMAGE_PULL_ROLE, **PART_OF}
     tiny = {"requests": {"cpu": "1m", "memory": "8Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}}
-    locked = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
     spec: dict = {
         "nodeSelector": dict(sched.node_selector),
         # The sandbox pods' service account (`default`), which the ACR credential helper's derived config covers
@@ -36,8 +34,7 @@ def sandbox_image_pull_daemonset(s: Settings) -> dict:
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 1,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": PULL_UID, "runAsGroup": PULL_UID,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": non_root_pod_security(PULL_UID),
         "initContainers": [{
             "name": "pull",
             "image": s.sandbox_image(),
@@ -45,14 +42,14 @@ def sandbox_image_pull_daemonset(s: Settings) -> dict:
             "imagePullPolicy": "IfNotPresent",
             "command": ["sh", "-c", "true"],
             "resources": tiny,
-            "securityContext": dict(locked),
+            "securityContext": restricted_container_security(),
         }],
         "containers": [{
             "name": "idle",
             "image": s.image.pause_image,
             "imagePullPolicy": "IfNotPresent",
             "resources": tiny,
-            "securityContext": dict(locked),
+            "securityContext": restricted_container_security(),
         }],
     }
     if sched.tolerations:

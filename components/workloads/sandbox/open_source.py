@@ -5,7 +5,12 @@ Split from manifests.py (the pool, the MCP Service and the isolation policy), wh
 from __future__ import annotations
 
 from components.config import Settings
-from components.wiring import pod_security_labels, sandbox_namespace_pod_security, system_scheduling
+from components.wiring import (
+    pod_security_labels,
+    restricted_container_security,
+    sandbox_namespace_pod_security,
+    system_scheduling,
+)
 from components.workloads.sandbox.manifests import (
     ADMIN_KEY_ENV,
     ADMIN_KEY_ITEM,
@@ -158,8 +163,7 @@ def manager_deployment_manifest(s: Settings) -> dict:
             "livenessProbe": {"tcpSocket": {"port": MANAGER_HTTP_PORT}, "initialDelaySeconds": 60,
                               "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
+            "securityContext": restricted_container_security(),
             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         }],
         "volumes": [{"name": "tmp", "emptyDir": {}}],

@@ -27,11 +27,7 @@ from components.workloads.training import gate
 from components.workloads.training.rayjob import check_rayjob, render_rayjob, with_platform_values
 from components.workloads.training.run_spec import pod_wiring, run_spec
 from components.workloads.training.verl_config import MCP_FILE, config_files, mcp_servers_document
-from components.workloads.training.volumes import (
-    oss_volumes,
-    persistent_volume,
-    persistent_volume_claim,
-)
+from components.workloads.training.volumes import persistent_volume, persistent_volume_claim
 
 
 @dataclass
@@ -76,10 +72,12 @@ class TrainingJob(pulumi.ComponentResource):
         def child(*deps: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(deps), **extra)
 
+        # The object names the pod templates refer to (run_spec.py); the resources below are created under them.
+        wiring = pod_wiring(s, namespace=ns, service_account=args.identity.training_service_account)
+
         # ---- OSS volumes
-        volumes = oss_volumes(s)
         claims: list[pulumi.Resource] = []
-        for kind, vol in volumes.items():
+        for kind, vol in wiring.volumes.items():
             pv = persistent_volume(
                 s, vol, namespace=ns, bucket=args.storage.bucket_name, endpoint=args.storage.endpoint,
                 auth=args.storage.auth, role_name=args.storage.csi_role_name,
@@ -98,7 +96,6 @@ class TrainingJob(pulumi.ComponentResource):
                 opts=child(pv_res, *args.identity.resources, ignore_changes=["spec.resources"])))
 
         # ---- verl config files (not secret) and the MCP servers file (secret)
-        wiring = pod_wiring(s, namespace=ns, service_account=args.identity.training_service_account)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={"name": wiring.config_map, "namespace": ns,
@@ -154,7 +151,7 @@ class TrainingJob(pulumi.ComponentResource):
                 opts=child(gate_sa, binding, args.gate_code, *args.identity.resources, *args.cluster.ready,
                            *args.gate_after, custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes)))
             job_deps.append(self.gate_job)
-        check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=volumes["checkpoints"].name)
+        check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=wiring.volumes["checkpoints"].name)
         self.entrypoint: str = manifest["spec"]["entrypoint"]
         if args.image is not None or args.tracking_uri is not None:
             manifest = with_platform_values(manifest, image=args.image, tracking_uri=args.tracking_uri)
@@ -173,8 +170,8 @@ class TrainingJob(pulumi.ComponentResource):
                 # A RayJob runs once: KubeRay does not resubmit a job whose spec changes. Replace it instead, and
                 # delete first because the name is fixed.
                 replace_on_changes=["spec"], delete_before_replace=True))
-        self.rayjob_name: str = s.job.name
-        self.register_outputs({"entrypoint": self.entrypoint, "rayjob_name": s.job.name})
+        self.rayjob_name: str = self.spec.name
+        self.register_outputs({"entrypoint": self.entrypoint, "rayjob_name": self.rayjob_name})
 
 
 # --------------------------------------------------------------------------------------------- plan

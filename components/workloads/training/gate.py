@@ -23,20 +23,19 @@ import hashlib
 import json
 
 from components.config import Settings
-from components.wiring import Scheduling, system_scheduling
+from components.model.wait import gpu_pool_autoscales
+from components.wiring import Scheduling, non_root_pod_security, restricted_container_security, system_scheduling
+from components.workloads.data import CODE_ROOT, NOBODY  # the pipeline ConfigMap mounted as the data Jobs mount it
 from components.workloads.training.rayjob import GPU_RESOURCE, RDMA_RESOURCE
 from components.workloads.training.run_spec import RunSpec
 
 GATE_SERVICE_ACCOUNT = "verl-node-gate"
-CODE_ROOT = "/opt/verl-ack"  # as the data Jobs mount the pipeline ConfigMap (components/workloads/data.py)
-NOBODY = 65534
 POLL_SECONDS = 15
 LABELS = {"app.kubernetes.io/name": "verl-node-gate", "app.kubernetes.io/part-of": "verl-ack"}
 
 
 def gate_needed(s: Settings) -> bool:
-    ecs = s.gpu_pool.ecs
-    return s.job.node_gate and not (ecs is not None and ecs.min_nodes < s.gpu_pool.nodes)
+    return s.job.node_gate and not gpu_pool_autoscales(s)
 
 
 def pool_name(s: Settings) -> str:
@@ -111,8 +110,7 @@ def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
                 "enableServiceLinks": False,
                 "nodeSelector": dict(sched.node_selector),
                 "tolerations": [dict(t) for t in sched.tolerations],
-                "securityContext": {"runAsNonRoot": True, "runAsUser": NOBODY, "runAsGroup": NOBODY,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": non_root_pod_security(NOBODY),
                 "containers": [{
                     "name": "gate",
                     "image": s.versions.dataset_image,
@@ -121,8 +119,7 @@ def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
                     "resources": {"requests": dict(tiny), "limits": dict(tiny)},
                     # The message pulumi-kubernetes shows; the log tail when the script could not write it.
                     "terminationMessagePolicy": "FallbackToLogsOnError",
-                    "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                        "capabilities": {"drop": ["ALL"]}},
+                    "securityContext": restricted_container_security(),
                     "volumeMounts": [{"name": "code", "mountPath": f"{CODE_ROOT}/pipeline", "readOnly": True}],
                 }],
                 "volumes": [{"name": "code", "configMap": {"name": code_config_map, "defaultMode": 0o444}}],

@@ -45,7 +45,7 @@ from components.workloads.training.verl_config import CONFIG_DIR, MCP_DIR
 
 # What the tests and the plan import from here, computed in run_spec.py.
 __all__ = ["PodWiring", "RayJobError", "RunSpec", "pod_wiring", "run_spec", "runtime_env", "runtime_env_yaml",
-           "shm_gib", "uses_rdma", "ray_pod_security", "render_rayjob", "rayjob_manifest", "with_platform_values",
+           "shm_gib", "uses_rdma", "ray_pod_security", "pod_groups", "render_rayjob", "rayjob_manifest", "with_platform_values",
            "check_rayjob"]
 
 RAY_API_VERSION = "ray.io/v1"
@@ -205,7 +205,7 @@ def with_platform_values(manifest: dict, *, image: Any = None, tracking_uri: Any
     these two values change, and only where the settings put them (every Ray container's image and its
     MLFLOW_TRACKING_URI)."""
     out = copy.deepcopy(manifest)
-    for _, group in _templates(out["spec"]):
+    for _, group in pod_groups(out["spec"]):
         for container in group["template"]["spec"]["containers"]:
             if image is not None:
                 container["image"] = image
@@ -216,7 +216,9 @@ def with_platform_values(manifest: dict, *, image: Any = None, tracking_uri: Any
 
 
 # --------------------------------------------------------------------------------------------- controller rules
-def _templates(spec: dict) -> list[tuple[str, dict]]:
+def pod_groups(spec: dict) -> list[tuple[str, dict]]:
+    """(where, group) of the head and every worker group of a RayJob's spec (the queue and the log marker walk the
+    same groups)."""
     cluster = spec.get("rayClusterSpec") or {}
     out = [("spec.rayClusterSpec.headGroupSpec", (cluster.get("headGroupSpec") or {}))]
     for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
@@ -234,7 +236,7 @@ def _checkpoint_rule(spec: dict, checkpoint_claim: str) -> None:
     path = values[-1]
     if not path.startswith("/") or posixpath.normpath(path) != path:
         raise RayJobError(f"{field}={path} must be an absolute, normalised path on the checkpoint volume")
-    for where, group in _templates(spec):
+    for where, group in pod_groups(spec):
         pod = (group.get("template") or {}).get("spec") or {}
         claims = {v["name"]: v["persistentVolumeClaim"] for v in pod.get("volumes") or []
                   if "persistentVolumeClaim" in v}
@@ -313,7 +315,7 @@ def check_rayjob(manifest: dict, kuberay_version: str, *, checkpoint_claim: str)
             raise RayJobError("spec.deletionStrategy.deletionRules needs KubeRay >= 1.5.0")
         if shutdown:
             raise RayJobError("spec.deletionStrategy.deletionRules cannot be combined with shutdownAfterJobFinishes")
-    for where, group in _templates(spec):
+    for where, group in pod_groups(spec):
         containers = ((group.get("template") or {}).get("spec") or {}).get("containers") or []
         if not containers:
             raise RayJobError(f"{where}.template needs at least one container")
