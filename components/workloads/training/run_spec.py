@@ -2,8 +2,9 @@
 
 Every value the RayJob renders comes from here (rayjob.py `render_rayjob` reads nothing else): the image, the
 Ray cluster's shape and pod resources, the security context inputs, the environment, the runtime_env, the
-entrypoint and the lifecycle. A change to how a setting reaches the job touches this one function; a variant of
-a run (a sweep, a queued copy) is `dataclasses.replace(spec, ...)` of a spec, rendered the same way.
+entrypoint and the lifecycle. A change to how a setting reaches the job touches this one function. A sweep's
+variant is a spec of its own settings (components/sweep.py); the queue and log marks reshape the rendered
+manifest (components/experiment.py `rayjob_shape`).
 """
 
 from __future__ import annotations
