@@ -16,11 +16,14 @@ lists it in `cluster.allow_create_only_changes` (after the manual step, or accep
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, get_args
 
 import pulumi
 
+from components.cloud.network import creates_network
 from components.config import Settings
+from components.config.cloud import CreateOnlySetting
 
 OUTPUT = "create_only"  # the stack output holding the values as last deployed
 
@@ -55,7 +58,8 @@ RULES: dict[str, tuple[str, str]] = {
         "copy /mlflow/backend (the sqlite file) off the MLflow pod first, then list the setting in "
         "cluster.allow_create_only_changes for one `pulumi up` and copy the file back"),
 }
-CREATE_ONLY_SETTINGS = tuple(RULES)
+CREATE_ONLY_SETTINGS: tuple[str, ...] = get_args(CreateOnlySetting)
+assert set(RULES) == set(CREATE_ONLY_SETTINGS), "a create-only setting needs a rule, and a rule its setting"
 
 
 def create_only_values(s: Settings) -> dict[str, Any]:
@@ -64,7 +68,7 @@ def create_only_values(s: Settings) -> dict[str, Any]:
         return {}
     net = s.cluster.network
     out: dict[str, Any] = {"cluster.public_api": s.cluster.public_api, "zones": list(s.zones)}
-    if net.vpc_id is None:
+    if creates_network(s):
         out["cluster.network.node_cidrs"] = list(net.node_cidrs)
         out["cluster.network.pod_cidrs"] = list(net.pod_cidrs)
     else:
@@ -74,7 +78,7 @@ def create_only_values(s: Settings) -> dict[str, Any]:
     return out
 
 
-def refused_changes(previous: dict | None, current: dict[str, Any], allowed: list[str]) -> list[str]:
+def refused_changes(previous: dict | None, current: dict[str, Any], allowed: Sequence[str]) -> list[str]:
     """One message per create-only setting whose value differs from the last deployed one and is not allowed."""
     if not previous:
         return []  # a fresh stack, or one deployed before this check existed: nothing to compare with yet
@@ -100,7 +104,7 @@ def checked_create_only(s: Settings, opts: pulumi.ResourceOptions) -> pulumi.Out
 
     def check(prev: Any) -> dict:
         if problems := refused_changes(prev if isinstance(prev, dict) else None, current,
-                                       list(s.cluster.allow_create_only_changes)):
+                                       s.cluster.allow_create_only_changes):
             raise pulumi.RunError("\n".join(problems))
         return current
 

@@ -36,6 +36,11 @@ GPU_NODE_RESERVED_MEMORY_GIB = 16
 # (terraform-provider-alicloud@ace5bcf website/docs/r/eip_address.html.markdown:76, `bandwidth`).
 PAY_BY_TRAFFIC_EIP_MAX_MBPS = 200
 
+# The settings ACK or the provider reads only at creation; components/cloud/create_only.py holds why and the manual
+# step of each, keyed by these paths.
+CreateOnlySetting = Literal["cluster.public_api", "zones", "cluster.network.node_cidrs", "cluster.network.pod_cidrs",
+                            "cluster.network.pod_vswitch_ids", "tracking.backend_disk"]
+
 
 class NetworkSettings(Strict):
     vpc_id: VpcId | None = Field(None, description="Existing VPC id. Leave empty to create a VPC (new clusters only).")
@@ -118,9 +123,7 @@ class ClusterSettings(Strict):
         "ACK Pro). Empty = etcd's default. The key must be an enabled KMS key of the cluster's region; ACK needs "
         "the AliyunCSManagedSecurityRole authorised to use it (docs/cloud.md).")
     network: NetworkSettings = Field(default_factory=NetworkSettings, description="VPC and vSwitches of a new cluster.")
-    allow_create_only_changes: list[Literal[
-        "cluster.public_api", "zones", "cluster.network.node_cidrs", "cluster.network.pod_cidrs",
-        "cluster.network.pod_vswitch_ids", "tracking.backend_disk"]] = Field(
+    allow_create_only_changes: list[CreateOnlySetting] = Field(
         default_factory=list, description="Create-only settings whose change from the last deployed value this "
         "preview accepts. Without it such a change fails the preview naming the setting and the manual step "
         "(components/cloud/create_only.py); list one after doing that step, for one `pulumi up`, then remove it.")

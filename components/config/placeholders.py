@@ -50,9 +50,8 @@ def placeholders(s: Settings) -> list[Placeholder]:
              "the same console > the cluster's node groups: the id of the group holding the machines")]
         found += [(f"gpu_pool.lingjun.node_ids[{i}]", v, is_placeholder_id(v),
                    "the Lingjun console > the node group > Nodes: the node ids (e01-...), one per node")
-                  for i, v in enumerate(lj.node_ids or [])]
-        sg = getattr(lj, "security_group_id", None)
-        if sg:
+                  for i, v in enumerate(lj.node_ids)]
+        if sg := lj.security_group_id:
             found.append(("gpu_pool.lingjun.security_group_id", sg, is_placeholder_id(sg),
                           "the Lingjun console > the cluster > network: the nodes' security group (sg-...)"))
     net = s.cluster.network
@@ -69,7 +68,7 @@ def placeholders(s: Settings) -> list[Placeholder]:
                    f"{where}: its node vSwitches, in zones order") for i, v in enumerate(net.node_vswitch_ids)]
         found += [(f"cluster.network.pod_vswitch_ids[{i}]", v, is_placeholder_id(v),
                    f"{where}: the Terway pod vSwitches, in zones order")
-                  for i, v in enumerate(getattr(net, "pod_vswitch_ids", None) or [])]
+                  for i, v in enumerate(net.pod_vswitch_ids)]
     img = s.image
     if img.source == "built" and s.kind != "experiment":
         if img.registry == "enterprise":

@@ -20,8 +20,8 @@ from components.config.types import Dns1123Label, Strict
 # The grid is a product: three axes of three values already make 27 RayJobs. The cap keeps a sweep "small" (each
 # variant is a full GPU job); a larger study wants a scheduler of its own.
 SWEEP_MAX_VARIANTS = 16
-# The same bounds as the training fields they replace (components/config/training.py); the per-variant validation
-# applies the full rules of each field.
+# The bounds of the training fields a sweep varies (components/config/training.py declares those fields with these
+# types); the per-variant validation applies the full rules of each field.
 Rate = Annotated[float, Field(gt=0, lt=1)]
 Coefficient = Annotated[float, Field(ge=0, le=1000)]
 SampleCount = Annotated[int, Field(ge=1, le=4096)]

@@ -7,7 +7,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from components.config.sharing import SweepSettings
+from components.config.sharing import Coefficient, Rate, SampleCount, SweepSettings
 from components.config.types import (
     INT64_MAX,
     Cidr,
@@ -123,15 +123,15 @@ class TrainingSettings(Strict):
         "grpo", description="verl algorithm.adv_estimator.")
     train_batch_size: int = Field(16, ge=1, le=1 << 20, description="Prompts per step (data.train_batch_size).")
     ppo_mini_batch_size: int = Field(8, ge=1, le=1 << 20, description="Prompts per PPO mini batch (actor.ppo_mini_batch_size).")
-    rollout_n: int = Field(16, ge=1, le=4096, description="Responses sampled per prompt (rollout.n).")
+    rollout_n: SampleCount = Field(16, description="Responses sampled per prompt (rollout.n).")
     max_prompt_length: int = Field(1024, ge=16, le=1 << 24, description="data.max_prompt_length (tokens).")
     max_response_length: int = Field(1024, ge=16, le=1 << 24, description="data.max_response_length (tokens).")
-    lr: float = Field(1e-6, gt=0, lt=1, description="Actor learning rate.")
+    lr: Rate = Field(1e-6, description="Actor learning rate.")
     use_kl_loss: bool = Field(True, description="KL loss against the reference policy (needs a ref model).")
-    kl_loss_coef: float = Field(0.001, ge=0, le=1000, description="KL loss coefficient.")
+    kl_loss_coef: Coefficient = Field(0.001, description="KL loss coefficient.")
     kl_loss_type: Literal["low_var_kl", "kl", "abs", "mse", "full"] = Field("low_var_kl", description="KL estimator.")
     use_kl_in_reward: bool = Field(False, description="algorithm.use_kl_in_reward.")
-    entropy_coeff: float = Field(0.0, ge=0, le=1000, description="Entropy bonus coefficient.")
+    entropy_coeff: Coefficient = Field(0.0, description="Entropy bonus coefficient.")
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
         "token-mean", description="actor.loss_agg_mode.")
     use_dynamic_bsz: bool = Field(False, description="Token-based dynamic batch sizes (micro batch rules then do not apply).")

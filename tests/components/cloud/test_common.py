@@ -50,6 +50,11 @@ def component(rec, name: str):
     return rec.get(CLOUD_COMPONENTS[name], name)
 
 
+def labels(reg) -> dict[str, str]:
+    """A node pool's `labels` input as a dict."""
+    return {x["key"]: x["value"] for x in reg.inputs["labels"]}
+
+
 def json_input(reg, key: str) -> dict:
     return json.loads(reg.inputs[key])
 

@@ -9,15 +9,11 @@ from components.cloud.nodepools import RAY_HEAD_PORTS, lingjun_join_warnings
 from components.config.cloud import EXCLUSIVE_ENI_LABEL
 from components.config.loading import SettingsError
 from components.workloads import network_policies
-from tests.components.cloud.test_common import settings_of
+from tests.components.cloud.test_common import labels, settings_of
 from tests.conftest import record
 
 POOL = "alicloud:cs/nodePool:NodePool"
 RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
-
-
-def labels(reg) -> dict[str, str]:
-    return {x["key"]: x["value"] for x in reg.inputs["labels"]}
 
 
 def test_the_lingjun_pool_attaches_the_bought_machines_by_their_eflo_node_ids():

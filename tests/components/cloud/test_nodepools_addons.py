@@ -18,15 +18,11 @@ from components.cloud.addons import (
 from components.cloud.nodepools import gpu_pool_labels, gpu_pool_taints
 from components.wiring import GPU_TAINT_KEY, POOL_LABEL, gpu_scheduling
 from tests.charts import chart_values, dotted_paths, unknown_keys
-from tests.components.cloud.test_common import ECS_POOL, depends_on, json_input, settings_of
+from tests.components.cloud.test_common import ECS_POOL, depends_on, json_input, labels, settings_of
 from tests.conftest import record
 
 POOL = "alicloud:cs/nodePool:NodePool"
 ADDON = "alicloud:cs/kubernetesAddon:KubernetesAddon"
-
-
-def labels(reg) -> dict[str, str]:
-    return {x["key"]: x["value"] for x in reg.inputs["labels"]}
 
 
 # ------------------------------------------------------------------------------------------------ pools
