@@ -8,6 +8,7 @@ StackReference (components/experiment.py).
 import pulumi
 
 from components.cloud.cluster import kubectl_commands
+from components.cloud.create_only import OUTPUT as CREATE_ONLY_OUTPUT
 from components.cloud.ingress import sandbox_api_url
 from components.config import PROJECT
 from components.config.secrets import read_secrets
@@ -45,7 +46,7 @@ if platform:
     pulumi.export("oss_endpoint", platform.storage.refs.endpoint)
     pulumi.export("oss_public_endpoint", oss_endpoint(settings.region, internal=False))
     if platform.cluster.create_only is not None:  # a refused create-only change fails the preview here
-        pulumi.export("create_only", platform.cluster.create_only)
+        pulumi.export(CREATE_ONLY_OUTPUT, platform.cluster.create_only)
 if experiment:
     pulumi.export("gpu_pool_id", experiment.gpu_pool_id)  # this stack's pool, or its platform's (gpu_pool.owner)
     if experiment.gpu_pool_owner is not None:  # fails the preview when the platform disagrees on gpu_pool.owner
