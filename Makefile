@@ -9,7 +9,8 @@ STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 .PHONY: setup plan plans test lint schemas schema bench clean runtime-check
 
 # The first run downloads ~1 GB of pinned wheels (a few minutes): each step says what it does, and pip shows
-# one line per package (--progress-bar off keeps CI logs readable; the names show it is moving).
+# one line per package (--progress-bar off keeps CI logs readable; the names show it is moving); when pip fails,
+# its whole output (kept in $(VENV)/pip-install.log) is printed, since the reason is on the lines filtered out.
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-verl.txt
 	@echo "setup: creating $(VENV) (once; later runs reuse it)"
 	python3 -m venv $(VENV)
@@ -17,7 +18,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-verl.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	@echo "setup: installing the pinned requirements (requirements-dev.txt, a few minutes the first time)"
 	set -o pipefail; $(PY) -m pip install --progress-bar off --disable-pip-version-check -r requirements-dev.txt 2>&1 \
-	  | { grep -E --line-buffered '^(Collecting|Successfully installed|ERROR|error)' || true; }
+	  | tee $(VENV)/pip-install.log | { grep -E --line-buffered '^(Collecting|Successfully installed|ERROR|error)' || true; } \
+	  || { cat $(VENV)/pip-install.log; echo "setup: pip failed (its whole output above)" >&2; exit 1; }
 	# verl only for its Hydra config tree (tests compose the trainer config offline); see the file's comment.
 	@echo "setup: installing verl's config tree (requirements-verl.txt, no dependencies)"
 	$(PY) -m pip install --quiet --no-deps -r requirements-verl.txt

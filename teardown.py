@@ -74,56 +74,23 @@ except ImportError as _missing:  # run outside the project's virtualenv: say wha
 
     exit_without_venv(_missing, "teardown.py")
 
-from keeper.checkpoints import (  # noqa: F401 (re-exported: the tests and docs name teardown.X)
-    _HF_SHARD,
-    _SHARD,
-    _STEP_DIR,
-    _TRACKER_TEXT,
-    COPY_THRESHOLD,
-    LOCK_SUFFIX,
-    ROLE_DIRS,
-    TRACKER,
-    ExpiryRule,
+from keeper.checkpoints import (
     LockHeld,
     NoCheckpoints,
-    StepChoice,
     TeardownError,
     _first_line,
-    _role_gaps,
     check_no_overlap,
-    checkpoint_gaps,
-    choose_step,
     describe_rules,
     experiment_prefix,
-    expiry_rules_from_oss,
     expiry_rules_from_settings,
     kept_experiment_prefix,
     live_expiry_rules,
     lock_prefix,
-    parse_tracker,
     rules_covering,
-    step_of,
-    step_prefix,
 )
-from keeper.copy import (  # noqa: F401 (re-exported: the tests name teardown.X)
-    CopyItem,
-    KeepResult,
-    Plan,
-    describe_plan,
-    keep,
-    make_plan,
-    plan_copies,
-    read_object,
-    verify,
-    write_tracker,
-)
-from keeper.destroy import destroy_command, export_state, prepare_destroy, run_destroy  # noqa: F401
-from keeper.lock import (  # noqa: F401
-    Claim,
-    TeardownLock,
-    claim_key,
-    run_id_of,
-)
+from keeper.copy import describe_plan, keep, make_plan
+from keeper.destroy import destroy_command, export_state, prepare_destroy, run_destroy
+from keeper.lock import TeardownLock
 from pipeline.oss_client import (
     CredentialsMissing,
     credentials_provider_from_env,

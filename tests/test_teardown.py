@@ -9,17 +9,14 @@ import pytest
 
 import keeper.copy as keeper_copy  # keep() heads through the copy module
 import teardown
+from keeper.checkpoints import TRACKER, StepChoice, checkpoint_gaps, choose_step, step_of
 from pipeline.oss_client import ObjectStat
 from teardown import (
     NoCheckpoints,
-    StepChoice,
     TeardownError,
     check_no_overlap,
-    checkpoint_gaps,
-    choose_step,
     keep,
     make_plan,
-    step_of,
 )
 from tests.fakeoss import FakeOss
 
@@ -228,7 +225,7 @@ def test_the_latest_step_with_its_hf_export_is_copied_verified_and_then_the_stac
     assert f"{len(STEP_2)} objects verified by size and CRC64" in run.output
     assert run.destroyed == [DESTROY]
     # Copies are server-side: no checkpoint body travels through the tool.
-    assert all(r.key.endswith(teardown.TRACKER) or r.key.startswith(LOCK) for r in fake_oss.requests(op="GetObject"))
+    assert all(r.key.endswith(TRACKER) or r.key.startswith(LOCK) for r in fake_oss.requests(op="GetObject"))
 
 
 def test_without_destroy_the_pulumi_command_is_printed_not_run(fake_oss):
@@ -429,7 +426,7 @@ def test_the_cli_reads_bucket_and_prefixes_from_a_real_stack_file():
     with FakeOss() as server:
         for rel, data in complete_step(1).items():
             server.put(loaded.storage.bucket_name, exp + rel, data)
-        server.put(loaded.storage.bucket_name, exp + teardown.TRACKER, b"1")
+        server.put(loaded.storage.bucket_name, exp + TRACKER, b"1")
         lines = []
         code = teardown.main(["--stack", "dev", "--endpoint", server.endpoint, "--dry-run"], env=dict(ENV),
                              log=lines.append, err=lines.append)
