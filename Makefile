@@ -6,9 +6,9 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup plan plans test lint schemas schema bench clean runtime-check
+.PHONY: setup plan plans test lint schemas schema bench clean runtime-check torch
 
-# The first run downloads ~1 GB of pinned wheels (a few minutes): each step says what it does, and pip shows
+# The first run downloads ~1 GB of pinned wheels (a few minutes; `make test` adds torch, requirements-torch.txt): each step says what it does, and pip shows
 # one line per package (--progress-bar off keeps CI logs readable; the names show it is moving); when pip fails,
 # its whole output (kept in $(VENV)/pip-install.log) is printed, since the reason is on the lines filtered out.
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-verl.txt
@@ -27,6 +27,14 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-verl.txt
 	touch $@
 
 setup: $(VENV)/.installed
+
+# torch for the preflight's CPU tests only: kept out of setup so plans (and CI's plan-only jobs) never fetch it.
+$(VENV)/.torch: requirements-torch.txt $(VENV)/.installed
+	@echo "setup: installing torch for the preflight's tests (requirements-torch.txt)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-torch.txt
+	touch $@
+
+torch: $(VENV)/.torch
 
 plan: setup
 	$(PY) plan.py --stack $(STACK)
@@ -60,7 +68,7 @@ lint: setup
 schemas:
 	.ci/fetch-schemas
 
-test: lint schemas
+test: lint schemas torch
 	$(PY) -m pytest
 
 schema: setup

@@ -34,7 +34,7 @@ _STACK_FILE = re.compile(r"^stacks/Pulumi\.(?P<name>[^/]+)\.ya?ml$")
 NON_PROGRAM_PREFIXES = ("docs/", "tests/", ".github/", ".ci/", "offline/")
 NON_PROGRAM_FILES = frozenset({
     "README.md", "Makefile", "plan.py", "teardown.py", "pyproject.toml", ".gitignore",
-    "requirements-dev.txt", "requirements-verl.txt", "stacks/stack.schema.json",
+    "requirements-dev.txt", "requirements-verl.txt", "requirements-torch.txt", "stacks/stack.schema.json",
 })
 # `git diff` against this "commit" (GitHub's `before` for a new branch) has nothing to compare with.
 NULL_SHA = "0" * 40
