@@ -28,7 +28,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import go_json
-from components.cloud.addons import AddonsArgs
+from components.cloud.addons import AddonsArgs, retain_addon
 from components.config import Settings
 from components.wiring import ray_namespace
 from components.workloads.training.rayjob import pod_groups
@@ -116,7 +116,7 @@ class LogCollection(pulumi.ComponentResource):
             # A new cluster with audit_log may already run logtail-ds; keep it when this stack goes.
             # Its DaemonSet and controller need the system pool's nodes, or the install reports failed.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready,
-                                        retain_on_delete=True))
+                                        retain_on_delete=True if retain_addon(s, "logtail") else None))
         m = aliyun_log_config_manifest(s)
         self.config = k8s.apiextensions.CustomResource(
             f"{name}-ray-logs", api_version=m["apiVersion"], kind=m["kind"], metadata=m["metadata"], spec=m["spec"],

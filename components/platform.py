@@ -24,7 +24,7 @@ from components.cloud.network import Network, NetworkArgs, creates_network, exis
 from components.cloud.nodepools import NodePools, NodePoolsArgs
 from components.cloud.registry import ImageRegistry
 from components.cloud.storage import Storage, StorageArgs
-from components.config import Settings
+from components.config import Settings, addon_installed
 from components.config.secrets import Secrets
 from components.logs import LogCollection, LogCollectionArgs
 from components.queue import Queueing, QueueingArgs
@@ -112,10 +112,10 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     # Shared-platform services (a platform stack only): the job queue and the Ray log collection experiments use.
     queueing = Queueing("queue", QueueingArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
                                               pools.system_ready)) \
-        if s.kind == "platform" and s.queue.enabled else None
+        if addon_installed(s, "kube_queue") else None
     logs = LogCollection("logs", LogCollectionArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
                                                    pools.system_ready)) \
-        if s.kind == "platform" and s.logs.enabled else None
+        if addon_installed(s, "logtail") else None
 
     refs = PlatformRefs(
         region=s.region,

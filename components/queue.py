@@ -27,7 +27,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
-from components.cloud.addons import AddonsArgs
+from components.cloud.addons import AddonsArgs, retain_addon
 from components.config import Settings
 from components.model.layout import Layout
 from components.wiring import ray_namespace
@@ -170,7 +170,8 @@ class Queueing(pulumi.ComponentResource):
             # RayJob queueing is a job-extensions switch (--enabled-extensions ... rayjob); the add-on's config key
             # for it is not published, so the plan says to check it (docs/uncertain-facts.md).
             # The queue's controller pods need the system pool's nodes, or the install reports failed.
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready))
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.nodes_ready,
+                                        retain_on_delete=True if retain_addon(s, "kube_queue") else None))
         tree = elastic_quota_tree_manifest(s)
         self.quota_tree = k8s.apiextensions.CustomResource(
             f"{name}-quota-tree", api_version=tree["apiVersion"], kind=tree["kind"], metadata=tree["metadata"],

@@ -21,8 +21,8 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import addon_config
-from components.cloud.cluster import CREATE_TIME_ADDON_ROLES
 from components.config import Settings
+from components.config.addons import ADDON_ROLES, ADDONS_BY_ROLE, addon_installed
 from components.config.cloud import LINGJUN_MIN_ADDON_VERSIONS, LINGJUN_NODE_POOL_DOC, addon_version_tuple
 from components.wiring import (
     ALB_HTTPS_ANNOTATIONS,
@@ -48,36 +48,29 @@ class AddonSpec:
     config: dict | None = None
 
 
+# The config each add-on of `Addons` is sent (the others take the add-on's defaults).
+ADDON_CONFIGS: dict[str, dict] = {"alb": ALB_ADDON_CONFIG}
+
+
 def base_addons(s: Settings) -> list[AddonSpec]:
-    """The add-ons `Addons` installs, in install order."""
-    a = s.versions.addons
-    out = [AddonSpec("csi_plugin"), AddonSpec("csi_provisioner")]
-    if s.storage.auth == "rrsa":
-        out.append(AddonSpec("pod_identity"))  # injects the OIDC token into pods of annotated service accounts
-    for role in ("node_problem_detector", "monitoring"):
-        if a[role].enabled:
-            out.append(AddonSpec(role))
-    if s.sandbox.domain:
-        out.append(AddonSpec("alb", ALB_ADDON_CONFIG))
-    if s.versions.kuberay_source == "addon":
-        out.append(AddonSpec("kuberay"))
-    if s.gpu_pool.kind == "lingjun":
-        # Lingjun nodes reach each other over RDMA; the device plugin (DaemonSet ack-rdma-dp-ds) advertises the NICs
-        # as `rdma/hca`, which multi-node training pods request (components/workloads/training/rayjob.py). Its
-        # config is left at the add-on's defaults: shared mode, resource name rdma/hca (docs/facts.md §4).
-        out.append(AddonSpec("rdma"))
-    return out
+    """The add-ons `Addons` installs, in install order (components/config/addons.py declares which and when).
+    The RDMA device plugin (Lingjun pools; DaemonSet ack-rdma-dp-ds) advertises the NICs as `rdma/hca`, which
+    multi-node training pods request (components/workloads/training/rayjob.py); its config is left at the add-on's
+    defaults: shared mode, resource name rdma/hca (docs/facts.md §4)."""
+    return [AddonSpec(a.role, ADDON_CONFIGS.get(a.role)) for a in ADDON_ROLES
+            if a.installer == "addons" and addon_installed(s, a.role)]
 
 
 def uses_sandbox_addons(s: Settings) -> bool:
-    return s.sandbox.enabled and s.sandbox.manager == "ack-addon"
+    return all(addon_installed(s, a.role) for a in ADDON_ROLES if a.installer == "sandbox")
 
 
 def retain_addon(s: Settings, role: str) -> bool:
-    """Keep an add-on installed when Pulumi deletes its resource. In an existing cluster every add-on may have
-    been there before this stack and may serve other workloads; in a new cluster the create-time add-ons go
-    with the cluster anyway (ACK may refuse to uninstall them), the others are uninstalled normally."""
-    return s.cluster.mode == "existing" or role in CREATE_TIME_ADDON_ROLES
+    """Keep an add-on installed when Pulumi deletes its resource (components/config/addons.py `retain`). In an
+    existing cluster every add-on may have been there before this stack and may serve other workloads; in a new
+    cluster the create-time add-ons go with the cluster anyway (ACK may refuse to uninstall them), the others
+    are uninstalled normally."""
+    return s.cluster.mode == "existing" or ADDONS_BY_ROLE[role].retain == "always"
 
 
 def kuberay_namespace_manifest(s: Settings) -> dict:

@@ -21,14 +21,15 @@ from components.cloud.create_only import checked_create_only
 from components.cloud.guards import rebuild_guard
 from components.cloud.network import NetworkRefs
 from components.config import Settings
+from components.config.addons import CREATE_TIME_ADDON_ROLES
 from components.wiring import POOL_LABEL, ray_namespace
 
 # Resources ACK creates for a cluster and deletes with it only when told (delete_options, SDK
 # cs/managed_kubernetes.py): SLB defaults to delete, ALB and the SLS projects default to retain.
 DELETE_WITH_CLUSTER = ("ALB", "SLB", "SLS_Data", "SLS_ControlPlane")
 # Installed with a new cluster because they can only be chosen at creation (network plugin) or must exist
-# before the first node pool (storage). components/cloud/addons.py manages the CSI pair afterwards.
-CREATE_TIME_ADDON_ROLES = ("terway_controlplane", "terway", "csi_plugin", "csi_provisioner")
+# before the first node pool (storage): components/config/addons.py marks them `create_time`.
+# components/cloud/addons.py manages the CSI pair afterwards.
 # Terway enforces NetworkPolicy only when the cluster was created with it on: the terway-eniip add-on config key of
 # the SDK's own cluster examples (pulumi_alicloud 4.0.0 cs/managed_kubernetes.py and cs/node_pool.py, which show it
 # "false"). Without it every NetworkPolicy of this program (sandbox isolation, the Ray and MLflow ingress rules) is

@@ -19,11 +19,10 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from components.cloud.addon_config import addon_config
-from components.config import REPO_ROOT, Settings
+from components.config import REPO_ROOT, Settings, addon_installed
 from components.wiring import PREPULL_SERVICE_ACCOUNT, TRAINING_SERVICE_ACCOUNT, ClusterRefs, ray_namespace
 
 IMAGE_DIR = REPO_ROOT / "image"
-CREDENTIAL_HELPER_ADDON = "managed-aliyun-acr-credential-helper"
 
 
 @cache
@@ -135,9 +134,11 @@ class ImageRegistry(pulumi.ComponentResource):
                     name=sandbox_repository(settings), repo_type="PRIVATE",
                     summary="mirror of the code-interpreter sandbox image (image workflow, mirror job)",
                     tag_immutability=True, opts=child)
-        if img.source == "built" and img.credential_helper:
+        if addon_installed(settings, "acr_credential_helper"):
+            helper = settings.versions.addons["acr_credential_helper"]
             self.ready.append(alicloud.cs.KubernetesAddon(
-                f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=CREDENTIAL_HELPER_ADDON,
+                f"{name}-acr-credential-helper", cluster_id=cluster.cluster_id, name=helper.name,
+                version=helper.version,
                 config=addon_config(credential_helper_config(settings)),
                 # In a cluster this stack does not own, the add-on may serve other workloads: keep it on destroy.
                 opts=pulumi.ResourceOptions(parent=self, provider=provider,

@@ -8,9 +8,8 @@ the fix. GPU-layout rules that need the model preset live in `components/model/`
 model validates (`components.model.parse_settings`).
 """
 
+from components.config.addons import ADDON_ROLES, DEFAULT_ADDONS, OPTIONAL_ADDONS, addon_installed
 from components.config.cloud import (
-    DEFAULT_ADDONS,
-    OPTIONAL_ADDONS,
     AddonSetting,
     ClusterSettings,
     EcsGpuSettings,
@@ -53,13 +52,15 @@ from components.config.training import (
 from components.config.types import DNS1035, DNS1123_LABEL, DNS1123_SUBDOMAIN, RAYJOB_NAME_MAX, Strict
 
 __all__ = [
-    "DEFAULT_ADDONS", "DEFAULT_CREATE_MINUTES", "DEFAULT_PRICES_USD", "DNS1035", "DNS1123_LABEL", "DNS1123_SUBDOMAIN",
+    "ADDON_ROLES", "DEFAULT_ADDONS", "DEFAULT_CREATE_MINUTES", "DEFAULT_PRICES_USD", "DNS1035", "DNS1123_LABEL",
+    "DNS1123_SUBDOMAIN",
     "OPTIONAL_ADDONS", "PIPELINE_IMPORTS", "PRESET_NAMES", "PRICE_KEYS", "PROJECT", "RAYJOB_NAME_MAX", "REPO_ROOT",
     "SECRET_KEYS", "SETTINGS_KEY", "STACKS_DIR", "SUPPORTED_DATASETS", "AddonSetting", "ClusterSettings",
     "CostSettings", "DatasetSettings", "EcsGpuSettings", "GpuPoolSettings", "ImageSettings", "JobSettings",
     "LatencySettings", "LingjunSettings", "ModelSettings", "NetworkSettings", "Problem", "SandboxManagerAddonKeys",
     "SandboxSettings", "Settings", "SettingsError", "StorageSettings", "Strict", "SystemPoolSettings",
-    "TlsSettings", "TrackingSettings", "TrainingSettings", "VersionSettings", "raw_settings", "read_stack_config",
+    "TlsSettings", "TrackingSettings", "TrainingSettings", "VersionSettings", "addon_installed", "raw_settings",
+    "read_stack_config",
     "stack_file",
     "validate_settings",
 ]

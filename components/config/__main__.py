@@ -3,10 +3,13 @@
 An entry script, not part of the package's import graph: it may read the presets table from components.model.
 """
 
-from components.config.docs import SCHEMA_PATH, SETTINGS_DOC, refresh_settings_doc, render_schema
+from components.config.docs import ADDON_DOCS, SCHEMA_PATH, SETTINGS_DOC, refresh_addon_doc, refresh_settings_doc, render_schema
 from components.config.project import REPO_ROOT
 from components.model.presets import render_presets_table
 
 SCHEMA_PATH.write_text(render_schema())
 SETTINGS_DOC.write_text(refresh_settings_doc(SETTINGS_DOC.read_text(), render_presets_table()))
-print(f"wrote {SCHEMA_PATH.relative_to(REPO_ROOT)} and the tables of {SETTINGS_DOC.relative_to(REPO_ROOT)}")
+for page in ADDON_DOCS:
+    page.write_text(refresh_addon_doc(page.read_text()))
+print(f"wrote {SCHEMA_PATH.relative_to(REPO_ROOT)} and the tables of {SETTINGS_DOC.relative_to(REPO_ROOT)} "
+      f"and {', '.join(str(p.relative_to(REPO_ROOT)) for p in ADDON_DOCS)}")

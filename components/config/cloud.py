@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, model_validator
 
+from components.config.addons import ACK_MANAGED_ADDONS, OPTIONAL_ADDONS, lingjun_min_addon_versions
 from components.config.security import SlsProjectName
 from components.config.types import (
     AddonVersion,
@@ -328,54 +329,29 @@ class AddonSetting(Strict):
     name: Dns1123LabelOrEmpty = Field("", description="ACK add-on API name (check with cs.get_kubernetes_addons). Empty = the "
                       "built-in name of the role, so a stack may override only `version`.")
     version: AddonVersion | None = Field(None, description="Add-on version; empty = the version ACK installs by default.")
-    enabled: bool = Field(
-        True, description="Install this add-on. Only the optional roles (monitoring, node_problem_detector) may be "
-        "turned off; the others are needed by the program.")
+    enabled: Optional[bool] = Field(
+        None, description="Empty = installed when the role's condition holds (docs/cloud.md \"Add-ons\"). `false` "
+        "turns off an optional role (" + ", ".join(OPTIONAL_ADDONS) + "), or states that a role whose condition "
+        "does not hold is off; `true` is accepted only where the condition holds.")
 
 
-# ACK add-ons by role (docs/cloud.md lists how certain each name is). `terway*` and the CSI pair are also
-# passed to a NEW cluster at creation (network plugin and storage must exist before any node joins).
-DEFAULT_ADDONS: dict[str, str] = {
-    "terway_controlplane": "terway-controlplane",
-    "terway": "terway-eniip",
-    "csi_plugin": "csi-plugin",
-    "csi_provisioner": "managed-csiprovisioner",
-    "alb": "alb-ingress-controller",
-    "kuberay": "ack-kuberay-operator",
-    "sandbox_controller": "ack-agent-sandbox-controller",
-    "sandbox_manager": "ack-sandbox-manager",
-    "node_problem_detector": "ack-node-problem-detector",
-    "pod_identity": "ack-pod-identity-webhook",
-    "monitoring": "arms-prometheus",
-    # Lingjun stacks only: exposes the RDMA NICs as `rdma/hca` (https://help.aliyun.com/zh/ack/product-overview/ack-rdma-device-plugin).
-    "rdma": "ack-rdma-device-plugin",
-    # queue.enabled platforms only: the job queue (cloud-native AI suite component; docs/facts.md "Shared platform").
-    "kube_queue": "ack-kube-queue",
-    # logs.enabled platforms only: Logtail DaemonSet + alibaba-log-controller (AliyunLogConfig CRD).
-    "logtail": "logtail-ds",
-}
-OPTIONAL_ADDONS = ("monitoring", "node_problem_detector")
-# Add-ons ACK manages and upgrades itself, with cluster upgrades (docs/facts.md "Day 2"). `version` of a
+# The add-ons, their default names, which may be turned off and which ACK manages: components/config/addons.py.
 # cs.KubernetesAddon is Optional+Computed and a pin is compared with the live version on every update
 # (terraform-provider-alicloud@ace5bcf resource_alicloud_cs_kubernetes_addon.go :43-47, :264): after ACK upgrades
-# one, a pin shows a diff and `pulumi up` asks ACK for a downgrade, which it refuses. So these are never pinned.
-ACK_MANAGED_ADDONS = ("managed-csiprovisioner", "terway-controlplane", "arms-prometheus")
+# one it manages, a pin shows a diff and `pulumi up` asks ACK for a downgrade, which it refuses. So those are never
+# pinned.
 
 
 def is_ack_managed_addon(name: str) -> bool:
     return name.startswith("managed-") or name in ACK_MANAGED_ADDONS
+
+
 # Minimum add-on versions ACK requires for a Lingjun node pool, by add-on name (docs/facts.md §4:
 # https://www.alibabacloud.com/help/zh/ack/ack-managed-and-ack-dedicated/user-guide/create-and-manage-a-lingjun-node-pool).
 # Kube Scheduler v1.31 follows the cluster version (root.py refuses a Lingjun stack below 1.31); the program installs
 # no scheduler add-on of its own. `managed-csiprovisioner` (the default) is versioned by ACK; the floor is for the
-# self-managed `csi-provisioner` a stack may name instead.
-LINGJUN_MIN_ADDON_VERSIONS: dict[str, str] = {
-    "terway-eniip": "1.16.8",
-    "csi-plugin": "1.32.2",
-    "csi-provisioner": "1.32.2",
-    "ack-pod-identity-webhook": "0.2.1",
-    "logtail-ds": "2.1.6",
-}
+# self-managed `csi-provisioner` a stack may name instead. Declared per role in components/config/addons.py.
+LINGJUN_MIN_ADDON_VERSIONS: dict[str, str] = lingjun_min_addon_versions()
 LINGJUN_NODE_POOL_DOC = ("https://www.alibabacloud.com/help/zh/ack/ack-managed-and-ack-dedicated/user-guide/"
                          "create-and-manage-a-lingjun-node-pool")
 

@@ -6,13 +6,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from components.config.cloud import (
-    DEFAULT_ADDONS,
-    OPTIONAL_ADDONS,
-    AddonSetting,
-    SandboxManagerAddonKeys,
-    is_ack_managed_addon,
-)
+from components.config.addons import ADDON_ROLES, DEFAULT_ADDONS, condition_text
+from components.config.cloud import AddonSetting, SandboxManagerAddonKeys, is_ack_managed_addon
 from components.config.training import PIPELINE_IMPORTS
 from components.config.types import (
     AcrName,
@@ -118,9 +113,10 @@ class VersionSettings(Strict):
         "regions). Empty = PyPI.")
     addons: dict[str, AddonSetting] = Field(
         default_factory=lambda: {role: AddonSetting(name=name) for role, name in DEFAULT_ADDONS.items()},
-        description="ACK add-ons by role (" + ", ".join(DEFAULT_ADDONS) + "). A stack lists only the roles and "
-        "keys it changes; the rest keep the built-in names. Names marked uncertain in docs/cloud.md must be checked "
-        "per region with cs.get_kubernetes_addons.")
+        description="ACK add-ons by role, each installed when its condition holds: " + "; ".join(
+            f"{a.role} ({condition_text(a.role).replace('`', '')}{', optional' if a.optional else ''})"
+            for a in ADDON_ROLES) + ". A stack lists only the roles and keys it changes; the rest keep the built-in "
+        "names. Names marked uncertain in docs/cloud.md must be checked per region with cs.get_kubernetes_addons.")
     sandbox_manager_config_keys: SandboxManagerAddonKeys = Field(
         default_factory=SandboxManagerAddonKeys,
         description="Dotted key paths of the sandbox manager add-on config (default: the upstream chart's keys, also "
@@ -139,15 +135,6 @@ class VersionSettings(Strict):
             entry = entry.model_dump() if isinstance(entry, AddonSetting) else mapping(entry, f"versions.addons.{role}")
             merged[role] = {**entry, "name": entry.get("name") or name}
         return merged
-
-    @field_validator("addons")
-    @classmethod
-    def _required_addons(cls, v: dict[str, AddonSetting]) -> dict[str, AddonSetting]:
-        off = sorted(role for role, a in v.items() if not a.enabled and role not in OPTIONAL_ADDONS)
-        if off:
-            raise ValueError(f"add-on role(s) {off} cannot be disabled (only {list(OPTIONAL_ADDONS)} are optional); "
-                             "remove `enabled: false`")
-        return v
 
     @field_validator("addons")
     @classmethod

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from components.config.addons import ADDON_ROLES, condition_holds, condition_text
 from components.config.cloud import (
     GPU_NODE_RESERVED_MEMORY_GIB,
     LINGJUN_MIN_ADDON_VERSIONS,
@@ -239,6 +240,25 @@ class Settings(Strict):
         if sb.runtime_class == "runv" and sb.dedicated_pool is None and self.cluster.mode == "new":
             raise ValueError("sandbox.runtime_class runv needs nodes running ACK Sandboxed-Container and a new "
                              "cluster has none: add sandbox.dedicated_pool with runtime_name: Sandboxed-Container.runv")
+        return self
+
+    @model_validator(mode="after")
+    def _addon_switches(self) -> Settings:
+        """`versions.addons.<role>.enabled` against the role's condition (components/config/addons.py): only an
+        optional role is turned off while it is needed, and `true` cannot install what its condition leaves off."""
+        problems = []
+        for a in ADDON_ROLES:
+            enabled, holds = self.versions.addons[a.role].enabled, condition_holds(self, a.role)
+            if enabled is False and holds and not a.optional:
+                needed = f"when {condition_text(a.role)}" if a.when else "always"
+                problems.append(f"versions.addons.{a.role}.enabled: {a.name} cannot be disabled: the program needs it "
+                                f"{needed} (only {[r.role for r in ADDON_ROLES if r.optional]} are optional); remove "
+                                "`enabled: false`")
+            elif enabled is True and not holds:
+                problems.append(f"versions.addons.{a.role}.enabled: {a.name} is installed only when "
+                                f"{condition_text(a.role)}; set that instead, or remove `enabled: true`")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="after")
