@@ -143,6 +143,32 @@ def test_there_is_no_import_cycle():
             visit(m)
 
 
+def _reached(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        for n in GRAPH.get(m, []):
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+def test_no_module_imports_the_package_whose_init_imports_it():
+    """The cycle test lets a package's __init__ import its own submodules; a submodule that the __init__ reaches and
+    that imports its package back (`from components.config import x` inside components/config: Python runs the
+    package's __init__ first) then sees half an __init__. Import the module itself."""
+    back = []
+    for pkg, path in MODULES.items():
+        if path.name != "__init__.py":
+            continue
+        for m in sorted(x for x in _reached(pkg) if _under(x, pkg) and x != pkg):
+            tree = ast.parse(MODULES[m].read_text())
+            if any(isinstance(n, ast.ImportFrom) and n.level == 0 and n.module == pkg for n in tree.body):
+                back.append(f"{m}: from {pkg} import ...")
+    assert back == []
+
+
 def test_no_hub_module_without_a_written_reason():
     big = []
     tools = {f"tools.{p.stem}": p for p in (REPO / "tools").glob("*.py")}

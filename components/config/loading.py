@@ -10,9 +10,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.config import yamlread
 from components.config.project import CONFIG_NAMESPACES, PROJECT, SECRET_KEYS, SETTINGS_KEY, STACKS_DIR
 from components.config.root import Settings
+from components.config.yamlread import YamlProblem
+from components.config.yamlread import load as load_yaml
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -195,8 +196,8 @@ def read_stack_config(name_or_path: str | Path) -> dict:
     except OSError as err:
         raise refuse(f"cannot be read ({err.strerror or err}); give a readable stack file") from None
     try:
-        doc = yamlread.load(text)
-    except yamlread.YamlProblem as err:
+        doc = load_yaml(text)
+    except YamlProblem as err:
         # Named as the settings model names its fields (job.env), the line to find it in the file after it.
         inside = err.path.removeprefix("config.").removeprefix(f"{SETTINGS_KEY}.")
         field = inside if err.path.startswith(f"config.{SETTINGS_KEY}.") else f"{where}: {err.path or 'document'}"
