@@ -68,8 +68,10 @@ lint: setup
 schemas:
 	.ci/fetch-schemas
 
+# -n auto: one worker per core (the suite is CPU-bound: most of it renders the program); --dist loadfile keeps a
+# file's tests in one worker, so the per-process render cache (tests/conftest.py record) serves all of them.
 test: lint schemas torch
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 schema: setup
 	$(PY) -m components.config
