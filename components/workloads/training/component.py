@@ -135,7 +135,7 @@ class TrainingJob(pulumi.ComponentResource):
         self.gate_job: Optional[pulumi.Resource] = None
         if args.gate_code is not None and gate.gate_needed(s):
             gate_sa = k8s.core.v1.ServiceAccount(
-                f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(job_ns)),
+                f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(s, job_ns)),
                 opts=child(*args.identity.resources))
             role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", **resource_kwargs(gate.cluster_role_manifest(s)),
                                            opts=child())

@@ -59,9 +59,9 @@ def test_the_gate_may_only_read_nodes_and_runs_at_the_restricted_level():
     role = gate.cluster_role_manifest(s)
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
     binding = gate.cluster_role_binding_manifest(s, "verl")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": gate.GATE_SERVICE_ACCOUNT, "namespace": "verl"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "verl-multi-node-gate", "namespace": "verl"}]
     pod = gate.gate_job_manifest(s, spec, "c")["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == gate.GATE_SERVICE_ACCOUNT
+    assert pod["serviceAccountName"] == gate.service_account_manifest(s, "verl")["metadata"]["name"]
     assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["seccompProfile"]["type"] == \
         "RuntimeDefault"
     (c,) = pod["containers"]
