@@ -136,6 +136,9 @@ class RawState:
     id: str
     inputs: dict
     outputs: dict
+    # The reasons a failed `up` recorded for a resource its provider created but could not initialise (a Kubernetes
+    # object whose await failed: pulumi-kubernetes returns ErrorResourceInitFailed, the engine keeps InitErrors).
+    init_errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
