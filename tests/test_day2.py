@@ -12,7 +12,9 @@ import plan
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config
 from components.model import parse_settings
 from offline import day2
+from offline.changes import changes
 from offline.engine import StackOutputs, run_program
+from offline.readback import readback
 from tests.conftest import REPO, STACKS, deep_merge, record
 
 # The diffs a second preview still shows on this branch, each a defect of issue 19 that another branch fixes
@@ -129,3 +131,25 @@ def test_the_program_raising_a_refusal_is_a_change_refused_with_its_message():
 
     with pytest.raises(day2.ChangeRefused, match=r"^refused change: cluster\.network\.service_cidr"):
         day2.change_report(record("dev"), program)
+
+
+def _after_a_failed_first_up(stack: str, overrides: dict) -> dict:
+    """The report of an edit made after a first `up` that created the resources and then failed: the state holds
+    them, but no outputs were recorded (the Python SDK registers them when the program finishes)."""
+    first = record(stack)
+    state = readback(first)
+    return {c.name: c for c in changes(first, state, _runner(stack, overrides)(None, state))}
+
+
+def test_after_a_failed_first_up_a_public_api_change_is_stopped_by_the_engine_from_the_state():
+    # the create-only check reads the previous outputs, which a failed up never wrote: the change once passed as
+    # "ignored" (an update that does nothing); replace_on_changes on the protected cluster makes Pulumi refuse it
+    c = _after_a_failed_first_up("dev-platform", {"cluster": {"public_api": False}})["ack-cluster"]
+    assert (c.action, c.fields) == ("replace", ["slbInternetEnabled"])
+    assert "protect" in c.notes  # `pulumi up` fails: "unable to replace resource ... marked for protection"
+
+
+def test_after_a_failed_first_up_an_allowed_public_api_change_is_the_update_that_does_nothing():
+    c = _after_a_failed_first_up("dev-platform", {"cluster": {"public_api": False,
+                                                              "allow_create_only_changes": ["cluster.public_api"]}})
+    assert (c["ack-cluster"].action, c["ack-cluster"].fields) == ("ignored", ["slbInternetEnabled"])

@@ -17,7 +17,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import go_json
-from components.cloud.create_only import checked_create_only
+from components.cloud.create_only import checked_create_only, guarded_cluster_inputs
 from components.cloud.guards import rebuild_guard
 from components.cloud.network import NetworkRefs
 from components.config import Settings
@@ -173,7 +173,11 @@ class Cluster(pulumi.ComponentResource):
                     protect=rebuild_guard(),
                     # `addons` is create-only (SDK docs): a later version bump is applied by the
                     # cs.KubernetesAddon of components/cloud/addons.py, and must not show up as a cluster update.
-                    ignore_changes=["addons"])),
+                    ignore_changes=["addons"],
+                    # Create-only inputs: a change would be an update that does nothing. As replacements of this
+                    # protected resource the engine refuses them from the state, even when a failed first `up` left
+                    # no outputs for the create-only check (components/cloud/create_only.py).
+                    replace_on_changes=guarded_cluster_inputs(s))),
             )
             self.cluster_id = self.cluster.id
             arn = self.cluster.rrsa_metadata.ram_oidc_provider_arn
