@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -153,3 +154,17 @@ def test_after_a_failed_first_up_an_allowed_public_api_change_is_the_update_that
     c = _after_a_failed_first_up("dev-platform", {"cluster": {"public_api": False,
                                                               "allow_create_only_changes": ["cluster.public_api"]}})
     assert (c["ack-cluster"].action, c["ack-cluster"].fields) == ("ignored", ["slbInternetEnabled"])
+
+
+def test_a_node_gate_that_failed_is_run_again_by_the_next_up_not_re_awaited():
+    # pulumi-kubernetes records a Job whose await failed as created with initialisation errors; the next `up` gives
+    # an unchanged resource with such errors an empty update, which awaits the same Failed Job and fails in seconds,
+    # even after the pool was fixed. Its replace_on_changes covers "#initerror": the gate is deleted and run again.
+    first = record("dev")
+    state = readback(first)
+    gate_job = first.get("kubernetes:batch/v1:Job", "train-gate")
+    state[gate_job.urn] = dataclasses.replace(state[gate_job.urn], init_errors=("Job failed: 0 of 1 GPU nodes",))
+    del state[first.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").urn]  # never created: it waits for the gate
+    report = {c.name: c for c in changes(first, state, _runner("dev")(StackOutputs.of(first), state))}
+    assert {n: c.action for n, c in report.items()} == {"train-gate": "replace", "train-rayjob": "create"}
+    assert "delete_before_replace" in report["train-gate"].notes  # its name is fixed: the failed Job goes first

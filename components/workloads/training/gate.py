@@ -11,7 +11,9 @@ the RayJob, which depends on the Job, is never created on an empty pool.
 - Its own ServiceAccount (named, like its ClusterRole, after the environment: one per sweep variant), bound to a ClusterRole that may only `get` and `list` nodes (nodes are cluster-scoped).
 - The `restricted` Pod Security level: non-root, no capability, RuntimeDefault seccomp, read-only root.
 - The pipeline code ConfigMap (data.py) and the dataset Jobs' Python image; nothing is installed.
-- Named by a digest of its spec and of the run it guards, so a new RayJob gets a new gate (Jobs are immutable).
+- Named by a digest of its spec and of the run it guards, so a new RayJob gets a new gate (Jobs are immutable);
+  a gate that failed is run again by the next `up` (component.py: replace_on_changes covers the engine's
+  initialisation errors).
 
 An autoscaled ECS pool (min_nodes < nodes) boots its nodes only once the Ray pods are pending, so no gate: there
 is nothing to wait for before the RayJob exists.
