@@ -37,6 +37,7 @@ from components.wiring import (
     WorkloadIdentity,
     checked_gpu_pool_owner,
     gpu_scheduling,
+    stack_reference_name,
 )
 from components.workloads.data import DataArgs, DataJobs
 from components.workloads.prepull import ImagePrepull
@@ -82,7 +83,8 @@ def rayjob_shape(s: Settings, layout: Layout):
 def platform_reference(s: Settings) -> PlatformRefs:
     """The platform's outputs, read through one StackReference (settings validation guarantees the name)."""
     assert s.platform_stack is not None
-    return PlatformRefs.from_stack_reference(pulumi.StackReference(PLATFORM_REFERENCE, stack_name=s.platform_stack))
+    return PlatformRefs.from_stack_reference(pulumi.StackReference(
+        PLATFORM_REFERENCE, stack_name=stack_reference_name(s.platform_stack)))
 
 
 def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags: dict[str, str], refs: PlatformRefs,

@@ -196,6 +196,24 @@ class WorkloadIdentity:
 # builds the same object from its own resources and passes it directly.
 
 
+# The one organization of the self-managed (DIY: file or object store) backend: every stack there is
+# organization/<project>/<stack> (pulumi/pulumi@1b5949891b pkg/backend/diy/backend.go diyBackendReference.Organization,
+# state.go), and it is what pulumi.get_organization() returns on it.
+DIY_ORGANIZATION = "organization"
+
+
+def stack_reference_name(full_name: str) -> str:
+    """The name to give `pulumi.StackReference` for the stack `full_name` (<organization>/<project>/<stack>, a stack of
+    this project). On a DIY backend the bare <stack>: its legacy layout (a bucket without projects) parses the name
+    as a stack name, which may not contain "/" (pkg/backend/diy/store.go legacyReferenceStore.ParseReference,
+    tokens.ParseStackName), and its project layout reads a bare name as a stack of the current project
+    (projectReferenceStore.ParseReference), which is this one. Elsewhere (Pulumi Cloud) the full name: a bare one
+    would be read in the user's default organization."""
+    if pulumi.get_organization() == DIY_ORGANIZATION:
+        return full_name.rsplit("/", 1)[-1]
+    return full_name
+
+
 @dataclass
 class PlatformRefs:
     """Every platform value an experiment uses. Each field is one stack output of the platform (same name); an

@@ -33,6 +33,7 @@ import pulumi
 from components.cloud.network import creates_network
 from components.config import Settings
 from components.config.cloud import CreateOnlySetting
+from components.wiring import stack_reference_name
 
 OUTPUT = "create_only"  # the stack output holding the values as last deployed
 
@@ -118,7 +119,8 @@ def refused_changes(previous: dict | None, current: dict[str, Any], allowed: Seq
 
 
 def own_stack_name() -> str:
-    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    """This stack, named as the backend takes a StackReference's name (wiring.stack_reference_name)."""
+    return stack_reference_name(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
 
 
 def checked_create_only(s: Settings, opts: pulumi.ResourceOptions) -> pulumi.Output[dict] | None:

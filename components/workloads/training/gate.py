@@ -8,7 +8,8 @@ message (pulumi/pulumi-kubernetes@94977969 provider/pkg/await/job.go, jobInitAwa
 provider/pkg/await/checker/pod/check.go containerTerminatedError), so the message is in `pulumi up`'s output and
 the RayJob, which depends on the Job, is never created on an empty pool.
 
-- Its own ServiceAccount (named, like its ClusterRole, after the environment: one per sweep variant), bound to a ClusterRole that may only `get` and `list` nodes (nodes are cluster-scoped).
+- Its own ServiceAccount (named, like its ClusterRole, after the environment: one per sweep variant), bound to a
+  ClusterRole that may only `get` and `list` nodes (nodes are cluster-scoped).
 - The `restricted` Pod Security level: non-root, no capability, RuntimeDefault seccomp, read-only root.
 - The pipeline code ConfigMap (data.py) and the dataset Jobs' Python image; nothing is installed.
 - Named by a digest of its spec and of the run it guards, so a new RayJob gets a new gate (Jobs are immutable);
