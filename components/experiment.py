@@ -18,7 +18,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
-from components.cloud.account_checks import check_account
+from components.cloud.account_checks import check_account, check_platform_organization
 from components.cloud.identity import Identity, IdentityArgs
 from components.cloud.network import NetworkRefs
 from components.cloud.nodepools import NodePools, NodePoolsArgs
@@ -83,6 +83,7 @@ def rayjob_shape(s: Settings, layout: Layout):
 def platform_reference(s: Settings) -> PlatformRefs:
     """The platform's outputs, read through one StackReference (settings validation guarantees the name)."""
     assert s.platform_stack is not None
+    check_platform_organization(s)  # before the read: on a DIY backend the reference names the stack alone
     return PlatformRefs.from_stack_reference(pulumi.StackReference(
         PLATFORM_REFERENCE, stack_name=stack_reference_name(s.platform_stack)))
 

@@ -37,6 +37,15 @@ CREATE_TIME_ADDON_ROLES = ("terway_controlplane", "terway", "csi_plugin", "csi_p
 TERWAY_CONFIG = {"NetworkPolicy": "true"}
 
 
+# Optional, not Computed, and set by the cluster's Read from what ACK returns, never by this program: `timezone` (set
+# whenever the API returns one; in ModifyCluster's update list) and `control_plane_log_components` (what
+# CheckControlPlaneLogEnable reports; an update calls UpdateControlPlaneLog). Whatever ACK reports would be a diff
+# on every preview after the first, and the update would send the empty value back (offline/readback.py
+# "cluster-read"; terraform-provider-alicloud@ace5bcf resource_alicloud_cs_managed_kubernetes.go :201-204, :931-933,
+# :422-429, :1386-1420, :1124-1144).
+CLUSTER_READ_ONLY = ["timezone", "controlPlaneLogComponents"]
+
+
 def delete_options() -> list[dict]:
     return [{"resource_type": t, "delete_mode": "delete"} for t in DELETE_WITH_CLUSTER]
 
@@ -173,7 +182,8 @@ class Cluster(pulumi.ComponentResource):
                     protect=rebuild_guard(),
                     # `addons` is create-only (SDK docs): a later version bump is applied by the
                     # cs.KubernetesAddon of components/cloud/addons.py, and must not show up as a cluster update.
-                    ignore_changes=["addons"],
+                    # The rest are what ACK decides and the Read stores (CLUSTER_READ_ONLY).
+                    ignore_changes=["addons", *CLUSTER_READ_ONLY],
                     # Create-only inputs: a change would be an update that does nothing. As replacements of this
                     # protected resource the engine refuses them from the state, even when a failed first `up` left
                     # no outputs for the create-only check (components/cloud/create_only.py).
