@@ -308,7 +308,7 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
                 stack: str, stack_references: dict[str, StackOutputs] | None = None,
                 own_outputs: StackOutputs | dict | None = None, prior: dict[str, RawState] | None = None,
                 offline_plan: bool = True, organization: str = ORGANIZATION,
-                backend_layout: str = "project") -> Recording:
+                backend_layout: str | None = None) -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
@@ -317,7 +317,8 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
     `prior` is the state of an earlier run (urn -> RawState) that unchanged resources answer with.
     `organization` is what pulumi.get_organization() returns: "organization", the name a self-managed (local or
     bucket) backend gives every stack, which the shipped stack files' platform_stack names use.
-    `backend_layout` is how the backend parses a StackReference's name (BACKEND_LAYOUTS, `backend_stack_name`).
+    `backend_layout` is how the backend parses a StackReference's name (BACKEND_LAYOUTS, `backend_stack_name`);
+    None: the DIY project layout for the DIY organization, Pulumi Cloud's rule for any other.
     `offline_plan` marks the run as the offline plan (OFFLINE_PLAN_ENV): the program then renders the shipped
     placeholders and lists them instead of refusing them; tests pass False to see what a real preview does.
     """
@@ -325,6 +326,7 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
     logger = logging.getLogger(f"verl-ack.offline.{stack}")
     logger.propagate = False
     logger.handlers = [_LogCapture(recording)]
+    backend_layout = backend_layout or ("project" if organization == ORGANIZATION else "cloud")
     assert backend_layout in BACKEND_LAYOUTS, backend_layout
     mocks = _Mocks(recording, dict(stack_references or {}), (stack, own_outputs), backend_layout, project)
     monitor = _Monitor(mocks, recording, dict(prior or {}))

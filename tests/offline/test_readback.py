@@ -172,3 +172,4 @@ def test_an_add_on_config_key_its_chart_lacks_is_dropped_by_the_read_and_diffs_f
     assert _second_preview(_recording(_reg(ADDON, "mgr", {"name": "ack-sandbox-manager", "config": good}))) == {}
     assert _second_preview(_recording(_reg(ADDON, "mgr", {"name": "ack-sandbox-manager", "config": typo}))) == \
         {"mgr": ("update", ["config"])}
+
