@@ -67,6 +67,8 @@ def hints(s: Settings, spec: RunSpec) -> list[str]:
                    "the pool > Nodes) and are Running in the Lingjun console")
     out.append(f"`kubectl describe node <node>`: {GPU_RESOURCE} comes from the GPU device plugin"
                + (f", {RDMA_RESOURCE} from ack-rdma-device-plugin" if spec.rdma else ""))
+    # What the user does next; it works because the failed gate is replaced, not re-awaited (component.py).
+    out.append("once fixed, run `pulumi up` again: it deletes this failed gate and checks the nodes once more")
     return out
 
 

@@ -97,3 +97,11 @@ def test_no_gate_for_an_autoscaled_ecs_pool_or_when_switched_off():
 def test_a_platform_owned_pool_is_named_by_its_platform_stack():
     s = settings_for("dev-grpo")
     assert gate.pool_name(s) == f"of platform stack {s.platform_stack} (gpu_pool.owner: platform)"
+
+
+def test_a_failed_gate_says_the_next_up_checks_again_and_the_job_is_replaced_not_re_awaited():
+    rec = record("multinode")
+    gate_job = rec.get(JOB, "train-gate")
+    assert json.loads(env_of(gate_job.inputs)["GATE_HINTS"])[-1].startswith("once fixed, run `pulumi up` again")
+    # "*" covers the engine's "#initerror" key; delete first: the Job's name is fixed
+    assert gate_job.options["replace_on_changes"] == ["*"] and gate_job.options["delete_before_replace"]
