@@ -329,6 +329,15 @@ def model_path(s: Settings) -> str:
     return f"{s.storage.models_prefix}{preset_of(s).dir_name}/"
 
 
+# The options of every Job whose completion Pulumi awaits (the data Jobs, the node gate). pulumi-kubernetes records a
+# Job whose await failed as created with initialisation errors (ErrorResourceInitFailed), and the next `up` gives such
+# an unchanged resource an empty update that only awaits the same Failed Job again, so it fails in seconds even after
+# the cause is fixed. A replace_on_changes of "*" covers the engine's "#initerror" key (pulumi/pulumi
+# pkg/resource/deploy/step_generator.go applyReplaceOnChanges): the failed Job is replaced and runs again. Deleted
+# first: a Job's name is fixed for its spec. Any other change of a Job replaces it anyway (its spec is immutable).
+RERUN_FAILED_JOB = {"replace_on_changes": ["*"], "delete_before_replace": True}
+
+
 def resource_kwargs(manifest: dict) -> dict:
     """Keyword arguments of a pulumi_kubernetes resource class from a manifest built by a pure function:
     top-level keys in snake_case (roleRef -> role_ref, stringData -> string_data); apiVersion and kind are

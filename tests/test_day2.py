@@ -168,3 +168,18 @@ def test_a_node_gate_that_failed_is_run_again_by_the_next_up_not_re_awaited():
     report = {c.name: c for c in changes(first, state, _runner("dev")(StackOutputs.of(first), state))}
     assert {n: c.action for n, c in report.items()} == {"train-gate": "replace", "train-rayjob": "create"}
     assert "delete_before_replace" in report["train-gate"].notes  # its name is fixed: the failed Job goes first
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_job_pulumi_awaits_runs_again_after_a_failed_up_in_every_stack(stack):
+    # a data Job that failed (a download cut off) is re-awaited as the gate was: each Job's replace_on_changes covers
+    # the engine's "#initerror" key, and it is deleted first (its name is fixed)
+    first = record(stack)
+    state = readback(first)
+    jobs = first.by_type("kubernetes:batch/v1:Job")
+    for job in jobs:
+        failed = {**state, job.urn: dataclasses.replace(state[job.urn], init_errors=("Job has reached the specified "
+                                                                                     "backoff limit",))}
+        report = {c.name: c.action for c in changes(first, failed, first)}
+        assert report == {job.name: "replace"}, job.name
+        assert job.options["delete_before_replace"], job.name

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from components.config import Settings
 from components.model.layout import Layout
 from components.wiring import (
+    RERUN_FAILED_JOB,
     ClusterRefs,
     Scheduling,
     StorageRefs,
@@ -150,11 +151,8 @@ class TrainingJob(pulumi.ComponentResource):
                 f"{name}-gate", **resource_kwargs(job),
                 opts=child(gate_sa, binding, args.gate_code, *args.identity.resources, *args.cluster.ready,
                            *args.gate_after, custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes),
-                           # A failed gate is recorded with initialisation errors, and the next `up` would only
-                           # await the same Failed Job again (an empty update). "*" covers the engine's "#initerror"
-                           # key (pulumi/pulumi step_generator.go applyReplaceOnChanges): the next `up` deletes the
-                           # failed Job and runs the check again. Delete first: the name is fixed.
-                           replace_on_changes=["*"], delete_before_replace=True))
+                           # A failed gate runs again on the next `up` instead of being re-awaited.
+                           **RERUN_FAILED_JOB))
             job_deps.append(self.gate_job)
         check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=wiring.volumes["checkpoints"].name)
         self.entrypoint: str = manifest["spec"]["entrypoint"]
