@@ -20,7 +20,8 @@ in its `replace_on_changes` (`guarded_cluster_inputs`), so a change to one is a 
 protected (components/cloud/guards.py), so `pulumi up` fails ("unable to replace resource ... marked for
 protection") instead of applying an update that does nothing. The vSwitches behind `zones` and the CIDRs are
 ForceNew and protected themselves. A setting listed in `cluster.allow_create_only_changes` leaves its input out, so
-the allowed change is the plain update again.
+the allowed change is the plain update again. `tracking.backend_disk` alone has no such backstop: the owned disk is
+not protected (teardown deletes it with the stack), so after a failed first `up` a switch of it passes.
 """
 
 from __future__ import annotations
