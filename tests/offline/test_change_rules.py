@@ -111,12 +111,7 @@ def _alone(rec: Recording, reg: Registration) -> list[Registration]:
     return [r for r in rec.resources if r.urn == reg.urn or r.type.startswith("pulumi:providers:")]
 
 
-def cases():
-    for stack in STACKS:
-        yield pytest.param(stack, id=stack)
-
-
-@pytest.mark.parametrize("stack", [c for c in cases()])
+@pytest.mark.parametrize("stack", STACKS)
 def test_changing_any_singled_out_input_alone_gets_the_engines_action(stack):
     rec = record(stack)
     state = readback(rec)
