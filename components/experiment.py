@@ -18,7 +18,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
-from components.cloud.account_checks import check_account
+from components.cloud.account_checks import check_account, check_platform_organization
 from components.cloud.identity import Identity, IdentityArgs
 from components.cloud.network import NetworkRefs
 from components.cloud.nodepools import NodePools, NodePoolsArgs
@@ -37,6 +37,7 @@ from components.wiring import (
     WorkloadIdentity,
     checked_gpu_pool_owner,
     gpu_scheduling,
+    stack_reference_name,
 )
 from components.workloads.data import DataArgs, DataJobs
 from components.workloads.prepull import ImagePrepull
@@ -82,7 +83,9 @@ def rayjob_shape(s: Settings, layout: Layout):
 def platform_reference(s: Settings) -> PlatformRefs:
     """The platform's outputs, read through one StackReference (settings validation guarantees the name)."""
     assert s.platform_stack is not None
-    return PlatformRefs.from_stack_reference(pulumi.StackReference(PLATFORM_REFERENCE, stack_name=s.platform_stack))
+    check_platform_organization(s)  # before the read: on a DIY backend the reference names the stack alone
+    return PlatformRefs.from_stack_reference(pulumi.StackReference(
+        PLATFORM_REFERENCE, stack_name=stack_reference_name(s.platform_stack)))
 
 
 def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags: dict[str, str], refs: PlatformRefs,

@@ -196,6 +196,24 @@ class WorkloadIdentity:
 # builds the same object from its own resources and passes it directly.
 
 
+# The one organization of the self-managed (DIY: file or object store) backend: every stack there is
+# organization/<project>/<stack> (pulumi/pulumi@1b5949891b pkg/backend/diy/backend.go diyBackendReference.Organization,
+# state.go), and it is what pulumi.get_organization() returns on it.
+DIY_ORGANIZATION = "organization"
+
+
+def stack_reference_name(full_name: str) -> str:
+    """The name to give `pulumi.StackReference` for the stack `full_name` (<organization>/<project>/<stack>, a stack of
+    this project). On a DIY backend the bare <stack>: its legacy layout (a bucket without projects) parses the name
+    as a stack name, which may not contain "/" (pkg/backend/diy/store.go legacyReferenceStore.ParseReference,
+    tokens.ParseStackName), and its project layout reads a bare name as a stack of the current project
+    (projectReferenceStore.ParseReference), which is this one. Elsewhere (Pulumi Cloud) the full name: a bare one
+    would be read in the user's default organization."""
+    if pulumi.get_organization() == DIY_ORGANIZATION:
+        return full_name.rsplit("/", 1)[-1]
+    return full_name
+
+
 @dataclass
 class PlatformRefs:
     """Every platform value an experiment uses. Each field is one stack output of the platform (same name); an
@@ -309,6 +327,15 @@ def variant_base_name(run_name: str, variant: str) -> str:
 def model_path(s: Settings) -> str:
     """Key prefix the model staging Job fills with the preset's weights: <models_prefix><dir_name>/."""
     return f"{s.storage.models_prefix}{preset_of(s).dir_name}/"
+
+
+# The options of every Job whose completion Pulumi awaits (the data Jobs, the node gate). pulumi-kubernetes records a
+# Job whose await failed as created with initialisation errors (ErrorResourceInitFailed), and the next `up` gives such
+# an unchanged resource an empty update that only awaits the same Failed Job again, so it fails in seconds even after
+# the cause is fixed. A replace_on_changes of "*" covers the engine's "#initerror" key (pulumi/pulumi
+# pkg/resource/deploy/step_generator.go applyReplaceOnChanges): the failed Job is replaced and runs again. Deleted
+# first: a Job's name is fixed for its spec. Any other change of a Job replaces it anyway (its spec is immutable).
+RERUN_FAILED_JOB = {"replace_on_changes": ["*"], "delete_before_replace": True}
 
 
 def resource_kwargs(manifest: dict) -> dict:

@@ -13,9 +13,11 @@
   (pulumi/pulumi pkg/resource/deploy/step_generator.go: processIgnoreChanges, applyReplaceOnChanges).
 
 Each change gets an action: `create`, `delete`, `replace` (a ForceNew field of the provider schema, a
-pulumi-kubernetes force-new field, replace_on_changes, a replaced provider, or a ForceNew input that depends
-on a replaced resource), `update`, or `ignored` (what the program changed will not reach the cloud: a
-create-only field the provider sends only at create, or a path under ignore_changes).
+pulumi-kubernetes force-new field, replace_on_changes, a replaced provider, a ForceNew input that depends
+on a replaced resource, or initialisation errors under a replace_on_changes "*"), `update`, or `ignored` (what the
+program changed will not reach the cloud: a path under ignore_changes, or a create-only field the provider sends
+only at create that nothing replaces). The rules apply in the engine's order: ignore_changes, then the provider's
+ForceNew, then replace_on_changes, then create-only.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from offline.readback import plain
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "tests" / "data" / "alicloud_provider_schema.json"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
+# The key applyReplaceOnChanges matches against replace_on_changes for a resource with initialisation errors
+# (pulumi/pulumi pkg/resource/deploy/step_generator.go initErrorSpecialKey).
+INIT_ERROR = "#initerror"
 TF = "aliyun/terraform-provider-alicloud@ace5bcf8777e"
 
 # Fields the provider sends only in Create: no Update path, not read back. A change "applies" and does nothing.
@@ -70,6 +75,10 @@ K8S_FORCE_NEW = {
     "storage.k8s.io/v1/StorageClass": ["parameters", "provisioner"],
 }
 K8S_ALWAYS_FORCE_NEW = ["metadata.name", "metadata.namespace"]
+# A Helm release is replaced when its name or namespace changes (pulumi/pulumi-kubernetes@94977969
+# provider/pkg/provider/helm_release.go Diff: forceNewFields ".name", ".namespace"); it has no metadata.
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HELM_RELEASE_FORCE_NEW = ["name", "namespace"]
 # Fields the API server refuses to change that pulumi-kubernetes would try to update in place (the update fails):
 # PVC spec except resources.requests (k8s pkg/apis/core/validation ValidatePersistentVolumeClaimUpdate).
 K8S_API_IMMUTABLE = {"v1/PersistentVolumeClaim": (["spec"], ["spec.resources.requests"])}
@@ -173,6 +182,8 @@ def _k8s_key(inputs: dict) -> str:
 
 
 def _k8s_force_new(reg: Registration, inputs: dict, providers: dict[str, dict]) -> list[tuple]:
+    if reg.type == HELM_RELEASE:
+        return [parse_path(f) for f in HELM_RELEASE_FORCE_NEW]
     fields = K8S_ALWAYS_FORCE_NEW + K8S_FORCE_NEW.get(_k8s_key(inputs), [])
     prov = providers.get(_provider_urn(reg.provider), {})
     if inputs.get("kind") == "ConfigMap" and not (str(prov.get("enableConfigMapMutable")) == "true"
@@ -226,32 +237,53 @@ def _diff_resource(reg: Registration, old: RawState, base_inputs: dict | None, n
         if any(covers(i, p) for i in ignore):
             d.ignored.append(p)
             d.notes[format_path(p)] = "ignore_changes: the program's change is not applied"
+    # The engine's order (pulumi/pulumi pkg/resource/deploy/step_generator.go): processIgnoreChanges first (an
+    # ignored path takes the old value, so nothing below sees it), then the provider's Diff (its ForceNew fields are
+    # replace keys), then applyReplaceOnChanges (a changed path under replace_on_changes becomes a replace key). A
+    # create-only field is a field the provider's Update does not send: it matters only when nothing above replaces.
     for p in sorted(set(provider_paths), key=str):
         name = format_path(p)
         if any(covers(i, p) for i in ignore):
             continue
-        if p and p[0] in create_only:
+        attr = _attr(reg.type, p) if bridged else None
+        if (attr or {}).get("force_new") or (bridged and (_attr(reg.type, p[:1]) or {}).get("force_new")):
+            why = "ForceNew in the provider schema"
+        elif any(covers(r, p) or covers(p, r) for r in roc):
+            why = "replace_on_changes"
+        elif any(covers(f, p) or covers(p, f) for f in force_new):
+            why = "pulumi-kubernetes replaces the object when this changes"
+        else:
+            why = ""
+        if why:
+            d.changed.append(p)
+            d.replace.append(p)
+            d.notes[name] = why + (" (the provider alone would send it only at create)" if p[0] in create_only else "")
+        elif p and p[0] in create_only:
             if p in intent or (p[0],) in intent:
                 d.ignored.append(p)
                 d.notes[name] = f"create-only: the provider sends it only at create ({create_only[p[0]]})"
             continue
-        d.changed.append(p)
-        attr = _attr(reg.type, p) if bridged else None
-        if (attr or {}).get("force_new") or (bridged and (_attr(reg.type, p[:1]) or {}).get("force_new")):
-            d.replace.append(p)
-            d.notes[name] = "ForceNew in the provider schema"
-        elif any(covers(r, p) or covers(p, r) for r in roc):
-            d.replace.append(p)
-            d.notes[name] = "replace_on_changes"
-        elif any(covers(f, p) or covers(p, f) for f in force_new):
-            d.replace.append(p)
-            d.notes[name] = "pulumi-kubernetes replaces the object when this changes"
-        elif reg.is_kubernetes:
-            immutable, allowed = K8S_API_IMMUTABLE.get(_k8s_key(new_inputs), ([], []))
-            if any(covers(parse_path(i), p) for i in immutable) and not any(covers(parse_path(a), p) for a in allowed):
-                d.notes[name] = "immutable in the Kubernetes API: the update fails"
+        else:
+            d.changed.append(p)
+            if reg.is_kubernetes:
+                immutable, allowed = K8S_API_IMMUTABLE.get(_k8s_key(new_inputs), ([], []))
+                if any(covers(parse_path(i), p) for i in immutable) and not any(covers(parse_path(a), p)
+                                                                                for a in allowed):
+                    d.notes[name] = "immutable in the Kubernetes API: the update fails"
         if p[0] in unknown:
             d.notes[name] = "; ".join(filter(None, [d.notes.get(name), "computed from a replaced resource"]))
+    if old.init_errors:
+        # applyReplaceOnChanges: a replace_on_changes path that contains the special key "#initerror" ("*" does)
+        # replaces a resource the last `up` left uninitialised; without one, an unchanged resource with
+        # initialisation errors gets an empty update, which only awaits the same object again.
+        if any(covers(r, (INIT_ERROR,)) for r in roc):
+            d.changed.append((INIT_ERROR,))
+            d.replace.append((INIT_ERROR,))
+            d.notes[INIT_ERROR] = "the last `up` left it failed to initialise; replace_on_changes replaces it"
+        elif not d.changed:
+            d.changed.append((INIT_ERROR,))
+            d.notes[INIT_ERROR] = ("the last `up` left it failed to initialise: the empty update re-awaits the same "
+                                   "object")
     return d
 
 

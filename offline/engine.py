@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,9 @@ class RawState:
     id: str
     inputs: dict
     outputs: dict
+    # The reasons a failed `up` recorded for a resource its provider created but could not initialise (a Kubernetes
+    # object whose await failed: pulumi-kubernetes returns ErrorResourceInitFailed, the engine keeps InitErrors).
+    init_errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,16 +154,46 @@ class StackOutputs:
         return cls(dict(recording.outputs), list(recording.secret_outputs))
 
 
+# The organization the DIY (file/object-store) backend puts in every fully qualified stack name.
+ORGANIZATION = "organization"
+# How the backend reads a StackReference's name (pulumi/pulumi@1b5949891b pkg/backend/diy/store.go): the DIY
+# backend's project layout takes <stack>, organization/<stack> or organization/<project>/<stack> (the organization
+# must be "organization"; a missing project is the current one), its legacy layout (no projects: a bucket written
+# before projects, or PULUMI_DIY_BACKEND_LEGACY_LAYOUT) only a bare stack name (tokens.ParseStackName), and Pulumi
+# Cloud takes <org>/<project>/<stack>. The mock resolves a name to the fully qualified one `stack_references` is
+# keyed by, or fails as the backend does.
+BACKEND_LAYOUTS = ("project", "legacy", "cloud")
+_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]*")
+
+
+def backend_stack_name(name: str, layout: str, project: str) -> str:
+    if layout == "legacy":
+        end = _STACK_NAME.match(name).end()  # type: ignore[union-attr]
+        if end != len(name):
+            raise RuntimeError("a stack name may only contain alphanumeric, hyphens, underscores, or periods: "
+                               f"invalid character {name[end]!r} at position {end}")
+        return f"{ORGANIZATION}/{project}/{name}"
+    if layout == "cloud":
+        return name
+    parts = name.split("/")
+    org, proj, stack = {1: lambda: (ORGANIZATION, project, parts[0]), 2: lambda: (parts[0], project, parts[1])}.get(
+        len(parts), lambda: tuple(parts))()
+    if org != ORGANIZATION:
+        raise RuntimeError("organization name must be 'organization'")
+    return f"{org}/{proj}/{stack}"
+
+
 class _Mocks(pmocks.Mocks):
     def __init__(self, recording: Recording, stack_references: dict[str, StackOutputs],
-                 own: tuple[str, StackOutputs | None] = ("", None)):
+                 own: tuple[str, StackOutputs | None] = ("", None), layout: str = "project", project: str = ""):
+        self.layout, self.project = layout, project
         self.recording = recording
         self.stack_references = stack_references
         self.own_name, self.own_outputs = own
 
     def new_resource(self, args: pmocks.MockResourceArgs):
         if args.typ == STACK_REFERENCE_TYPE:
-            name = args.inputs.get("name") or args.resource_id
+            name = backend_stack_name(args.inputs.get("name") or args.resource_id, self.layout, self.project)
             if name.rsplit("/", 1)[-1] == self.own_name and name not in self.stack_references:
                 own = self.own_outputs or StackOutputs({}, [])
                 if isinstance(own, dict):  # plain outputs (tests): none of them secret
@@ -270,14 +304,11 @@ class _LogCapture(logging.Handler):
             self.recording.logs.append((record.levelname.lower(), record.getMessage()))
 
 
-# The organization the DIY (file/object-store) backend puts in every fully qualified stack name.
-ORGANIZATION = "organization"
-
-
 def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *, project: str,
                 stack: str, stack_references: dict[str, StackOutputs] | None = None,
                 own_outputs: StackOutputs | dict | None = None, prior: dict[str, RawState] | None = None,
-                offline_plan: bool = True, organization: str = ORGANIZATION) -> Recording:
+                offline_plan: bool = True, organization: str = ORGANIZATION,
+                backend_layout: str | None = None) -> Recording:
     """Run `program` once under the recording engine and return what it registered.
 
     `config` maps full keys (`verl-ack:settings`) to string values, as the CLI would pass them.
@@ -286,6 +317,8 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
     `prior` is the state of an earlier run (urn -> RawState) that unchanged resources answer with.
     `organization` is what pulumi.get_organization() returns: "organization", the name a self-managed (local or
     bucket) backend gives every stack, which the shipped stack files' platform_stack names use.
+    `backend_layout` is how the backend parses a StackReference's name (BACKEND_LAYOUTS, `backend_stack_name`);
+    None: the DIY project layout for the DIY organization, Pulumi Cloud's rule for any other.
     `offline_plan` marks the run as the offline plan (OFFLINE_PLAN_ENV): the program then renders the shipped
     placeholders and lists them instead of refusing them; tests pass False to see what a real preview does.
     """
@@ -293,7 +326,9 @@ def run_program(program: Path, config: dict[str, str], secret_keys: list[str], *
     logger = logging.getLogger(f"verl-ack.offline.{stack}")
     logger.propagate = False
     logger.handlers = [_LogCapture(recording)]
-    mocks = _Mocks(recording, dict(stack_references or {}), (stack, own_outputs))
+    backend_layout = backend_layout or ("project" if organization == ORGANIZATION else "cloud")
+    assert backend_layout in BACKEND_LAYOUTS, backend_layout
+    mocks = _Mocks(recording, dict(stack_references or {}), (stack, own_outputs), backend_layout, project)
     monitor = _Monitor(mocks, recording, dict(prior or {}))
 
     loop = asyncio.new_event_loop()

@@ -17,8 +17,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+import yaml
 from pulumi.runtime import rpc
 
 from offline.engine import RawState, Recording
@@ -31,6 +34,20 @@ BUCKET_POLICY = "alicloud:oss/bucketPolicy:BucketPolicy"
 BUCKET_LOGGING = "alicloud:oss/bucketLogging:BucketLogging"
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 JOB = "kubernetes:batch/v1:Job"
+NODE_POOL = "alicloud:cs/nodePool:NodePool"
+# Values only the live account knows, written visibly (as UPGRADED is): what ACK returns for a field the program never
+# sets. docs/uncertain-facts.md says which of these ACK is known to return; the model assumes the unsafe case, that it
+# returns something, so the program must not diff on it whatever ACK does.
+ACK_TIMEZONE = "[ACK's cluster timezone]"
+ACK_LOG_COMPONENTS = ["[control-plane log component ACK enabled]"]
+ACK_SCALING_GROUP_VSWITCH = "[vSwitch of ACK's scaling group]"
+ACK_SCALING_GROUP_TYPE = "[instance type of ACK's scaling group]"
+# ACK's own tag keys (TF alicloud/service_alicloud_cs.go:48-49 DefaultClusterTag, CsPlayerAccountIdTag).
+ACK_CLUSTER_TAG = "ack.aliyun.com"
+ACK_PLAYER_ACCOUNT_TAG = "ack.playeraccount"
+# The taint ACK puts on Lingjun nodes (components/wiring.py LINGJUN_TAINT_KEY, docs/facts.md; value and effect as
+# modelled here are not published).
+LINGJUN_TAINT = {"key": "node-role.alibabacloud.com/lingjun", "value": "", "effect": "NoSchedule"}
 UPGRADED = "+upgraded-by-ack"  # suffix of a pinned add-on version after ACK's managed upgrade (fake, visibly)
 
 
@@ -86,6 +103,12 @@ def _go_string(s: str) -> str:
     return '"' + "".join(_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 else c) for c in s) + '"'
 
 
+def flatten_cluster_tags(tags: dict) -> dict:
+    """TF resource_alicloud_cs_kubernetes.go:1692-1706 flattenTags, which the cluster's Read applies: ACK's own keys
+    and the keys tagIgnored drops are not stored."""
+    return {k: v for k, v in tags.items() if k not in (ACK_CLUSTER_TAG, ACK_PLAYER_ACCOUNT_TAG) and not _tag_ignored(k)}
+
+
 def merge_config_values(local: dict, remote: dict) -> dict:
     """TF resource_alicloud_cs_kubernetes_addon.go:313-330 mergeConfigValues: the keys present in both, with the
     remote value; nested maps merged the same way (a map locally but not remotely is dropped)."""
@@ -109,13 +132,42 @@ class Rule:
     apply: Callable[[str, RawState, Recording], RawState | None]
 
 
+# What ACK stores of an add-on's config: the keys its config schema knows. Where the program has the add-on's own
+# key list (the chart an ACK add-on is built on, kept verbatim in tests/data/charts), a sent key outside it is not
+# stored (ACK's schema is the chart's values, the assumption docs/uncertain-facts.md names); elsewhere ACK is assumed
+# to keep every key sent. add-on name -> the chart values file.
+CHARTS_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "charts"
+ADDON_CHARTS = {"ack-sandbox-manager": "kruise-agents-sandbox-manager-0.2.0.values.yaml"}
+
+
+@cache
+def addon_schema(name: str) -> dict | None:
+    """The default values of the chart the add-on `name` is built on, or None where the program has none."""
+    file = ADDON_CHARTS.get(name)
+    return (yaml.safe_load((CHARTS_DIR / file).read_text()) or {}) if file else None
+
+
+def known_part(sent: dict, schema: dict) -> dict:
+    """The part of `sent` whose keys `schema` (an add-on's default values) has; below a key whose default is not a
+    non-empty map anything is kept (the chart takes any content there)."""
+    out = {}
+    for key, value in sent.items():
+        if key not in schema:
+            continue
+        below = schema[key]
+        out[key] = known_part(value, below) if isinstance(value, dict) and isinstance(below, dict) and below else value
+    return out
+
+
 def _addon_config(urn: str, res: RawState, rec: Recording) -> RawState:
     config = plain(res.inputs.get("config"))
     if not config:
         return res  # Read merges into "{}", finds "{}" and sets nothing (:104-124)
     local = json.loads(config)
-    # The remote config is modelled as what was sent: ACK's own values for the same keys are not knowable offline.
-    result = go_json(merge_config_values(local, copy.deepcopy(local)))
+    # The remote config is what ACK kept of what was sent: its values for the same keys are not knowable offline.
+    schema = addon_schema(plain(res.inputs.get("name")) or "")
+    remote = known_part(local, schema) if schema is not None else copy.deepcopy(local)
+    result = go_json(merge_config_values(local, remote))
     if result == "{}":
         return res
     return replace(res, outputs={**res.outputs, "config": _like(res.inputs.get("config"), result)})
@@ -170,13 +222,44 @@ def _bucket_policy_logging(urn: str, res: RawState, rec: Recording) -> RawState:
     return replace(res, outputs=outputs)
 
 
+def _cluster_read(urn: str, res: RawState, rec: Recording) -> RawState:
+    inputs = plain(res.inputs)
+    outputs = dict(res.outputs)
+    if not inputs.get("timezone"):
+        outputs["timezone"] = ACK_TIMEZONE  # Read: `if object.Timezone != nil { d.Set("timezone", ...) }`
+    if not inputs.get("controlPlaneLogComponents"):
+        outputs["controlPlaneLogComponents"] = list(ACK_LOG_COMPONENTS)  # checkControlPlaneLogEnable sets them
+    live = {**(plain(res.outputs.get("tags")) or {}), ACK_CLUSTER_TAG: res.id, ACK_PLAYER_ACCOUNT_TAG: "[account]"}
+    outputs["tags"] = flatten_cluster_tags(live)
+    return replace(res, outputs=outputs)
+
+
+def _node_pool_read(urn: str, res: RawState, rec: Recording) -> RawState:
+    inputs = plain(res.inputs)
+    outputs = dict(res.outputs)
+    tags = dict(plain(res.outputs.get("tags")) or {})
+    tags[ACK_CLUSTER_TAG] = plain(inputs.get("clusterId")) or _cluster_id(rec)  # tagsToMap keeps it
+    outputs["tags"] = {k: v for k, v in tags.items() if not _tag_ignored(k)}
+    if inputs.get("type") == "lingjun":
+        # Its machines are EFLO nodes, not ECS instances of a scaling group: what ACK returns under scaling_group for
+        # such a pool is not knowable offline; Read sets whatever it is (and an empty list when there is none).
+        outputs["vswitchIds"] = inputs.get("vswitchIds") or [ACK_SCALING_GROUP_VSWITCH]
+        outputs["instanceTypes"] = inputs.get("instanceTypes") or [ACK_SCALING_GROUP_TYPE]
+        taints = [dict(t) for t in plain(res.outputs.get("taints")) or []]
+        if not any(t.get("key") == LINGJUN_TAINT["key"] for t in taints):
+            taints.append(dict(LINGJUN_TAINT))  # if ACK keeps its Lingjun taint in the pool's kubernetes_config
+        outputs["taints"] = taints
+    return replace(res, outputs=outputs)
+
+
 def _job_ttl(urn: str, res: RawState, rec: Recording) -> RawState | None:
     ttl = (plain(res.inputs).get("spec") or {}).get("ttlSecondsAfterFinished")
     return None if ttl is not None else res
 
 
 RULES = [
-    Rule("addon-config", ADDON, "config = Go json.Marshal of the merged local and remote config",
+    Rule("addon-config", ADDON, "config = Go json.Marshal of the merged local and remote config; a sent key the "
+         "add-on's config (its chart's values, where the program has them) lacks is dropped",
          "TF alicloud/resource_alicloud_cs_kubernetes_addon.go:62-66 (config Optional+Computed, no "
          "DiffSuppressFunc), :102-124 (Read: mergeConfigValues, json.Marshal, d.Set), :313-330", _addon_config),
     Rule("addon-version", ADDON, "version = the live add-on version (after ACK's managed upgrade, the newer one)",
@@ -193,6 +276,22 @@ RULES = [
          "(both Optional, not Computed) when a BucketPolicy / BucketLogging sets them",
          "TF alicloud/resource_alicloud_oss_bucket.go:98-114 (logging), :350-353 (policy), :712-732 (Read sets "
          "logging), :910-933 (Read sets policy from GET ?policy)", _bucket_policy_logging),
+    Rule("cluster-read", CLUSTER, "timezone = ACK's when the program sets none; control_plane_log_components = the "
+         "components ACK collects; tags = the sent tags plus ACK's own keys, less those flattenTags drops",
+         "TF alicloud/resource_alicloud_cs_managed_kubernetes.go:201-204 (timezone Optional, not Computed), :931-933 "
+         "(Read sets it when the API returns one), :1124-1125 (timezone in ModifyCluster's HasChanges), :422-429 "
+         "(control_plane_log_components Optional, not Computed), :1108, 1386-1420 (checkControlPlaneLogEnable sets "
+         "ttl, project, components), :1140-1144 (an update calls UpdateControlPlaneLog), :944 and "
+         "resource_alicloud_cs_kubernetes.go:1692-1706 (flattenTags drops ack.aliyun.com, ack.playeraccount and "
+         "tagIgnored keys)", _cluster_read),
+    Rule("node-pool-read", NODE_POOL, "tags = tagsToMap($.scaling_group.tags), ACK's ack.aliyun.com kept; a Lingjun "
+         "pool: vswitch_ids, instance_types from $.scaling_group and taints from $.kubernetes_config.taints, ACK's "
+         "Lingjun taint included",
+         "TF alicloud/resource_alicloud_cs_kubernetes_node_pool.go:285-289, 930-950, 1020-1024 (instance_types, "
+         "taints, vswitch_ids Optional, not Computed), :2108-2109, 2411-2412, 2413-2428, 2443-2444 (Read sets "
+         "them), :2978-2997 and :3114-3115 (a taints update is sent with update_nodes), :3683-3694 "
+         "(flattenTagsConfig drops ack.aliyun.com from pool tags: ACK returns it there; Read uses tagsToMap, which "
+         "keeps it)", _node_pool_read),
     Rule("job-ttl", JOB, "gone: the TTL-after-finished controller deletes a finished Job with "
          "spec.ttlSecondsAfterFinished; refresh drops it from the state and the next up creates it again",
          "K8S https://kubernetes.io/docs/concepts/workloads/controllers/ttlafterfinished/; pulumi-kubernetes "

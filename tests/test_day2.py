@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +13,9 @@ import plan
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config
 from components.model import parse_settings
 from offline import day2
+from offline.changes import changes
 from offline.engine import StackOutputs, run_program
+from offline.readback import readback
 from tests.conftest import REPO, STACKS, deep_merge, record
 
 # The diffs a second preview still shows on this branch, each a defect of issue 19 that another branch fixes
@@ -129,3 +132,54 @@ def test_the_program_raising_a_refusal_is_a_change_refused_with_its_message():
 
     with pytest.raises(day2.ChangeRefused, match=r"^refused change: cluster\.network\.service_cidr"):
         day2.change_report(record("dev"), program)
+
+
+def _after_a_failed_first_up(stack: str, overrides: dict) -> dict:
+    """The report of an edit made after a first `up` that created the resources and then failed: the state holds
+    them, but no outputs were recorded (the Python SDK registers them when the program finishes)."""
+    first = record(stack)
+    state = readback(first)
+    return {c.name: c for c in changes(first, state, _runner(stack, overrides)(None, state))}
+
+
+def test_after_a_failed_first_up_a_public_api_change_is_stopped_by_the_engine_from_the_state():
+    # the create-only check reads the previous outputs, which a failed up never wrote: the change once passed as
+    # "ignored" (an update that does nothing); replace_on_changes on the protected cluster makes Pulumi refuse it
+    c = _after_a_failed_first_up("dev-platform", {"cluster": {"public_api": False}})["ack-cluster"]
+    assert (c.action, c.fields) == ("replace", ["slbInternetEnabled"])
+    assert "protect" in c.notes  # `pulumi up` fails: "unable to replace resource ... marked for protection"
+
+
+def test_after_a_failed_first_up_an_allowed_public_api_change_is_the_update_that_does_nothing():
+    c = _after_a_failed_first_up("dev-platform", {"cluster": {"public_api": False,
+                                                              "allow_create_only_changes": ["cluster.public_api"]}})
+    assert (c["ack-cluster"].action, c["ack-cluster"].fields) == ("ignored", ["slbInternetEnabled"])
+
+
+def test_a_node_gate_that_failed_is_run_again_by_the_next_up_not_re_awaited():
+    # pulumi-kubernetes records a Job whose await failed as created with initialisation errors; the next `up` gives
+    # an unchanged resource with such errors an empty update, which awaits the same Failed Job and fails in seconds,
+    # even after the pool was fixed. Its replace_on_changes covers "#initerror": the gate is deleted and run again.
+    first = record("dev")
+    state = readback(first)
+    gate_job = first.get("kubernetes:batch/v1:Job", "train-gate")
+    state[gate_job.urn] = dataclasses.replace(state[gate_job.urn], init_errors=("Job failed: 0 of 1 GPU nodes",))
+    del state[first.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").urn]  # never created: it waits for the gate
+    report = {c.name: c for c in changes(first, state, _runner("dev")(StackOutputs.of(first), state))}
+    assert {n: c.action for n, c in report.items()} == {"train-gate": "replace", "train-rayjob": "create"}
+    assert "delete_before_replace" in report["train-gate"].notes  # its name is fixed: the failed Job goes first
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_job_pulumi_awaits_runs_again_after_a_failed_up_in_every_stack(stack):
+    # a data Job that failed (a download cut off) is re-awaited as the gate was: each Job's replace_on_changes covers
+    # the engine's "#initerror" key, and it is deleted first (its name is fixed)
+    first = record(stack)
+    state = readback(first)
+    jobs = first.by_type("kubernetes:batch/v1:Job")
+    for job in jobs:
+        failed = {**state, job.urn: dataclasses.replace(state[job.urn], init_errors=("Job has reached the specified "
+                                                                                     "backoff limit",))}
+        report = {c.name: c.action for c in changes(first, failed, first)}
+        assert report == {job.name: "replace"}, job.name
+        assert job.options["delete_before_replace"], job.name

@@ -350,3 +350,17 @@ def test_an_rdma_experiment_creates_its_own_privileged_ray_namespace_beside_its_
     assert rec.get("kubernetes:core/v1:ServiceAccount", "identity-sa-train").inputs["metadata"]["namespace"] == \
         f"{job_ns}-ray"
     assert rec.get("kubernetes:core/v1:ServiceAccount", "identity-sa-data").inputs["metadata"]["namespace"] == job_ns
+
+
+@pytest.mark.parametrize("layout", ["project", "legacy"])
+@pytest.mark.parametrize("stack", ["dev-platform", EXPERIMENT, "dev-sweep"])
+def test_every_stack_reference_is_a_name_the_diy_backend_accepts_in_either_layout(stack, layout):
+    # the DIY backend's legacy layout (no projects) parses a StackReference's name as a bare stack name: the fully
+    # qualified organization/<project>/<stack> once failed the preview there (the experiment's platform, the
+    # create-only guard's own stack)
+    config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
+    platform = stack_settings(stack).get("platform_stack")
+    refs = {platform: StackOutputs.of(record(platform.rsplit("/", 1)[-1]))} if platform else {}
+    rec = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack,
+                      stack_references=refs, own_outputs=StackOutputs.of(record(stack)), backend_layout=layout)
+    assert rec.by_type("pulumi:pulumi:StackReference")

@@ -9,7 +9,8 @@ registry host named); ACK's service roles are authorised; an existing bucket is 
 Lingjun machines have no data source in pulumi-alicloud 4.0.0 (eflo has only get_subnets and get_vpds), so a stack
 that owns a Lingjun pool READS them as resources instead (`eflo.NodeGroup.get`, `eflo.Node.get`; check_lingjun):
 `pulumi preview` performs reads too, and a read of an id the account lacks fails the preview ("resource '<id>' does
-not exist", at the read named lingjun-node-group or lingjun-node-<i>, i.e. gpu_pool.lingjun.node_ids[i]). What the
+not exist", at the read named after its setting: gpu_pool.lingjun.node_ids[i], or
+gpu_pool.lingjun.eflo_cluster_id:eflo_node_group_id for the group). What the
 reads return is then checked: each node in the named cluster and node group, in gpu_pool.zone, and the node group in
 gpu_pool.zone. Left to the provider's own errors at `up` and listed in docs/uncertain-facts.md: image digests in ACR
 and whether another account holds a new bucket's name.
@@ -33,8 +34,11 @@ from pulumi.runtime import settings as psettings
 from components.config import PROJECT, Problem, Settings, SettingsError
 from components.config.placeholders import placeholders
 
-NODE_GROUP_READ = "lingjun-node-group"
-NODE_READ = "lingjun-node-{}"
+# The reads are named after the settings that hold their ids: a read of an id the account lacks fails the preview
+# with the engine's own "resource '<id>' does not exist" on that read's row (pulumi/pulumi pkg/resource/deploy/step.go
+# ReadStep.Apply), before any check of this program runs, so the row's name is what tells the user which field.
+NODE_GROUP_READ = "gpu_pool.lingjun.eflo_cluster_id:eflo_node_group_id"
+NODE_READ = "gpu_pool.lingjun.node_ids[{}]"
 
 OFFLINE_PLAN_ENV = "VERL_ACK_OFFLINE_PLAN"
 # ACK's quick-authorisation roles a managed cluster, its network (Terway) and storage (CSI) add-ons assume

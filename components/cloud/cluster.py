@@ -17,7 +17,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import go_json
-from components.cloud.create_only import checked_create_only
+from components.cloud.create_only import checked_create_only, guarded_cluster_inputs
 from components.cloud.guards import rebuild_guard
 from components.cloud.network import NetworkRefs
 from components.config import Settings
@@ -36,6 +36,15 @@ DELETE_WITH_CLUSTER = ("ALB", "SLB", "SLS_Data", "SLS_ControlPlane")
 # accepted by the API server and silently ignored. An existing cluster: kube-system/eni-config must say
 # disable_network_policy: "false" (docs/cloud.md).
 TERWAY_CONFIG = {"NetworkPolicy": "true"}
+
+
+# Optional, not Computed, and set by the cluster's Read from what ACK returns, never by this program: `timezone` (set
+# whenever the API returns one; in ModifyCluster's update list) and `control_plane_log_components` (what
+# CheckControlPlaneLogEnable reports; an update calls UpdateControlPlaneLog). Whatever ACK reports would be a diff
+# on every preview after the first, and the update would send the empty value back (offline/readback.py
+# "cluster-read"; terraform-provider-alicloud@ace5bcf resource_alicloud_cs_managed_kubernetes.go :201-204, :931-933,
+# :422-429, :1386-1420, :1124-1144).
+CLUSTER_READ_ONLY = ["timezone", "controlPlaneLogComponents"]
 
 
 def delete_options() -> list[dict]:
@@ -174,7 +183,12 @@ class Cluster(pulumi.ComponentResource):
                     protect=rebuild_guard(),
                     # `addons` is create-only (SDK docs): a later version bump is applied by the
                     # cs.KubernetesAddon of components/cloud/addons.py, and must not show up as a cluster update.
-                    ignore_changes=["addons"])),
+                    # The rest are what ACK decides and the Read stores (CLUSTER_READ_ONLY).
+                    ignore_changes=["addons", *CLUSTER_READ_ONLY],
+                    # Create-only inputs: a change would be an update that does nothing. As replacements of this
+                    # protected resource the engine refuses them from the state, even when a failed first `up` left
+                    # no outputs for the create-only check (components/cloud/create_only.py).
+                    replace_on_changes=guarded_cluster_inputs(s))),
             )
             self.cluster_id = self.cluster.id
             arn = self.cluster.rrsa_metadata.ram_oidc_provider_arn

@@ -12,6 +12,16 @@ StackReference to the stack itself. A fresh stack has no outputs yet (the engine
 empty map for a stack without a deployment: docs/facts.md "Day 2"), so the first `up` records them. Any later
 preview in which one of them differs fails, naming the setting, why, and the manual step, unless the stack file
 lists it in `cluster.allow_create_only_changes` (after the manual step, or accepting that nothing changes).
+
+Outputs are not enough: the Python SDK registers them when the program finishes, so a first `up` that created the
+cluster and then failed (at the Lingjun attach, say) leaves resources in the state and no outputs to compare with.
+The guard that holds then is the engine's own, from the previous state: the cluster's create-only inputs are listed
+in its `replace_on_changes` (`guarded_cluster_inputs`), so a change to one is a replacement, and the cluster is
+protected (components/cloud/guards.py), so `pulumi up` fails ("unable to replace resource ... marked for
+protection") instead of applying an update that does nothing. The vSwitches behind `zones` and the CIDRs are
+ForceNew and protected themselves. A setting listed in `cluster.allow_create_only_changes` leaves its input out, so
+the allowed change is the plain update again. `tracking.backend_disk` alone has no such backstop: the owned disk is
+not protected (teardown deletes it with the stack), so after a failed first `up` a switch of it passes.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import pulumi
 from components.cloud.network import creates_network
 from components.config import Settings
 from components.config.cloud import CreateOnlySetting
+from components.wiring import stack_reference_name
 
 OUTPUT = "create_only"  # the stack output holding the values as last deployed
 
@@ -58,6 +69,16 @@ RULES: dict[str, tuple[str, str]] = {
         "copy /mlflow/backend (the sqlite file) off the MLflow pod first, then list the setting in "
         "cluster.allow_create_only_changes for one `pulumi up` and copy the file back"),
 }
+# The cluster input each create-only setting reaches, where it reaches one (pulumi property names, as
+# replace_on_changes takes them): slb_internet_enabled is sent only by Create (resource_alicloud_cs_managed_kubernetes.go
+# :687-689), pod_vswitch_ids "only works for Create" (offline/changes.py CREATE_ONLY has the sources); new zones and pod
+# CIDRs make new pod vSwitches, so new pod_vswitch_ids.
+CLUSTER_INPUTS: dict[str, str] = {
+    "cluster.public_api": "slbInternetEnabled",
+    "zones": "podVswitchIds",
+    "cluster.network.pod_cidrs": "podVswitchIds",
+    "cluster.network.pod_vswitch_ids": "podVswitchIds",
+}
 CREATE_ONLY_SETTINGS: tuple[str, ...] = get_args(CreateOnlySetting)
 assert set(RULES) == set(CREATE_ONLY_SETTINGS), "a create-only setting needs a rule, and a rule its setting"
 
@@ -78,6 +99,14 @@ def create_only_values(s: Settings) -> dict[str, Any]:
     return out
 
 
+def guarded_cluster_inputs(s: Settings) -> list[str]:
+    """The new cluster's create-only inputs that go into its `replace_on_changes`: each one unless a setting that
+    reaches it is listed in cluster.allow_create_only_changes (the allowed change is then the update it always was)."""
+    allowed = set(s.cluster.allow_create_only_changes)
+    inputs = sorted(set(CLUSTER_INPUTS.values()))
+    return [i for i in inputs if not any(CLUSTER_INPUTS[k] == i for k in allowed if k in CLUSTER_INPUTS)]
+
+
 def refused_changes(previous: dict | None, current: dict[str, Any], allowed: Sequence[str]) -> list[str]:
     """One message per create-only setting whose value differs from the last deployed one and is not allowed."""
     if not previous:
@@ -91,7 +120,8 @@ def refused_changes(previous: dict | None, current: dict[str, Any], allowed: Seq
 
 
 def own_stack_name() -> str:
-    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    """This stack, named as the backend takes a StackReference's name (wiring.stack_reference_name)."""
+    return stack_reference_name(f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}")
 
 
 def checked_create_only(s: Settings, opts: pulumi.ResourceOptions) -> pulumi.Output[dict] | None:

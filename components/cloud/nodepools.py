@@ -83,6 +83,19 @@ def ecs_scaling_config(s: Settings) -> dict:
 # AttachInstancesToNodePool, and a removed id to DeleteClusterNodes with release_node=true). A change must replace the
 # pool, never "update" it to no effect or release a bought machine.
 LINGJUN_REPLACE_ON = ["efloNodeGroup", "instances"]
+# What the pool's Read stores that the program does not own (offline/readback.py "node-pool-read"; TF
+# resource_alicloud_cs_kubernetes_node_pool.go Read). Every pool: the Read keeps ACK's own ack.aliyun.com tag of the
+# scaling group (tagsToMap drops only aliyun*/acs:* keys, :2411-2412), which the program never sends, so it would diff
+# on every preview and an update would send the tags without it; ignoring that one key keeps the program's own tags
+# applied.
+ACK_POOL_TAG_IGNORE = ['tags["ack.aliyun.com"]']
+# A Lingjun pool sends none of these (its machines are EFLO nodes, not ECS instances of a scaling group), but the
+# Read sets them from $.scaling_group and $.kubernetes_config, Optional and not Computed, so whatever ACK returns is
+# a diff. ACK may keep its own Lingjun taint (wiring.LINGJUN_TAINT_KEY) in the pool's taints: an update would then
+# send only the program's taint with update_nodes and strip ACK's from the nodes. What ACK returns is not knowable
+# offline (docs/uncertain-facts.md), so the pool ignores them: the GPU taint the program sets is a constant, sent at
+# creation.
+LINGJUN_IGNORE = ["instanceTypes", "tags", "taints", "vswitchIds"]
 # Ray head ports a host-network head listens on (components/workloads/network_policies.py RAY_*_PORT; a test keeps
 # the two equal): GCS, dashboard and job API, Ray client. None of them authenticates by default in Ray 2.52.
 RAY_HEAD_PORTS = (6379, 8265, 10001)
@@ -109,7 +122,8 @@ def lingjun_pool_args(s: Settings, cluster_id: pulumi.Input[str]) -> dict:
 
 def lingjun_pool_options() -> pulumi.ResourceOptions:
     """A node sits in one Lingjun pool only, so the old pool goes first when the node group or the nodes change."""
-    return pulumi.ResourceOptions(replace_on_changes=LINGJUN_REPLACE_ON, delete_before_replace=True)
+    return pulumi.ResourceOptions(replace_on_changes=LINGJUN_REPLACE_ON, delete_before_replace=True,
+                                  ignore_changes=LINGJUN_IGNORE)
 
 
 def lingjun_join_warnings(s: Settings) -> list[str]:
@@ -197,7 +211,7 @@ def _cpu_pool(resource_name: str, pool_name: str, args: NodePoolsArgs, pool, *, 
         taints=taints,
         update_nodes=UPDATE_NODES,
         tags=args.tags,
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=ACK_POOL_TAG_IGNORE)),
     )
 
 
@@ -290,6 +304,7 @@ class NodePools(pulumi.ComponentResource):
                 update_nodes=UPDATE_NODES,
                 tags=args.tags,
                 # The autoscaler owns the node count; Pulumi must not reset it on the next `up`.
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["desired_size"])),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    ignore_changes=["desired_size", *ACK_POOL_TAG_IGNORE])),
             )
 

@@ -32,6 +32,7 @@ import pulumi_kubernetes as k8s
 from components.config import PIPELINE_IMPORTS, REPO_ROOT, Settings
 from components.model import preset_of
 from components.wiring import (
+    RERUN_FAILED_JOB,
     ClusterRefs,
     StorageRefs,
     WorkloadIdentity,
@@ -350,10 +351,10 @@ class DataJobs(pulumi.ComponentResource):
         sa = identity.dataset_service_account
         self.dataset_job = k8s.batch.v1.Job(
             f"{name}-dataset", **resource_kwargs(dataset_job_manifest(s, code, args.storage, sa, tokens)),
-            opts=child(needs, custom_timeouts=wait))
+            opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # a failed Job runs again next `up`
         self.model_job = k8s.batch.v1.Job(
             f"{name}-model", **resource_kwargs(model_job_manifest(s, code, args.storage, sa, tokens)),
-            opts=child(needs, custom_timeouts=wait))
+            opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))
         self.ready: list[pulumi.Resource] = [self.dataset_job, self.model_job]
         self.register_outputs({
             "dataset_job": self.dataset_job.metadata["name"],

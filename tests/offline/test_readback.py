@@ -120,3 +120,56 @@ def test_ignore_changes_paths_cover_everything_under_them():
     assert parse_path('spec.resources') == ("spec", "resources")
     assert parse_path('tags["ack.aliyun.com"]') == ("tags", "ack.aliyun.com")
     assert leaf_diff({"a": {"b": 1, "c": [1, 2]}}, {"a": {"b": 2, "c": [1, 3]}}) == [("a", "b"), ("a", "c", 1)]
+
+
+CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
+POOL = "alicloud:cs/nodePool:NodePool"
+
+
+def test_a_cluster_diffs_on_the_timezone_and_log_components_ack_reports_unless_it_ignores_them():
+    inputs = {"name": "c", "tags": {"team": "rl"}}
+    assert _second_preview(_recording(_reg(CLUSTER, "cluster", inputs, "c1"))) == \
+        {"cluster": ("update", ["controlPlaneLogComponents", "timezone"])}
+    ignoring = _reg(CLUSTER, "cluster", inputs, "c1", ignore_changes=["timezone", "controlPlaneLogComponents"])
+    assert _second_preview(_recording(ignoring)) == {}
+
+
+def test_the_cluster_read_drops_acks_own_tags_so_the_programs_tags_do_not_diff():
+    reg, raw = _reg(CLUSTER, "cluster", {"tags": {"team": "rl"}}, "c1",
+                    ignore_changes=["timezone", "controlPlaneLogComponents"])
+    state = readback(_recording((reg, raw)))
+    assert state[reg.urn].outputs["tags"] == {"team": "rl"}  # ack.aliyun.com, ack.playeraccount: flattenTags
+
+
+def test_a_pool_diffs_on_acks_scaling_group_tag_unless_that_one_key_is_ignored():
+    inputs = {"clusterId": "c1", "tags": {"team": "rl"}}
+    assert _second_preview(_recording(_reg(POOL, "system", inputs))) == \
+        {"system": ("update", ['tags["ack.aliyun.com"]'])}
+    reg = _reg(POOL, "system", inputs, ignore_changes=['tags["ack.aliyun.com"]'])
+    assert _second_preview(_recording(reg)) == {}
+    # the program's own tags still reach the pool
+    rec = _recording(reg)
+    new = _recording(_reg(POOL, "system", {**inputs, "tags": {"team": "infra"}},
+                          ignore_changes=['tags["ack.aliyun.com"]']))
+    assert {c.name: (c.action, c.fields) for c in changes(rec, readback(rec), new)} == \
+        {"system": ("update", ["tags.team"])}
+
+
+def test_a_lingjun_pool_diffs_on_what_ack_returns_for_its_scaling_group_and_taints_unless_it_ignores_them():
+    taint = {"key": "verl-ack/gpu", "value": "true", "effect": "NoSchedule"}
+    inputs = {"clusterId": "c1", "type": "lingjun", "taints": [taint], "updateNodes": True}
+    # the taints update would go out with update_nodes and strip ACK's Lingjun taint from the machines
+    assert _second_preview(_recording(_reg(POOL, "gpu", inputs))) == \
+        {"gpu": ("update", ["instanceTypes", "tags", "taints", "vswitchIds"])}
+    assert _second_preview(_recording(_reg(POOL, "gpu", inputs, ignore_changes=[
+        "instanceTypes", "tags", "taints", "vswitchIds"]))) == {}
+
+
+def test_an_add_on_config_key_its_chart_lacks_is_dropped_by_the_read_and_diffs_forever():
+    # mergeConfigValues keeps only the keys the remote config has: a misspelt key never comes back
+    good = go_json({"e2b": {"domain": "sb.example.com"}, "ingress": {"className": "alb"}})
+    typo = go_json({"e2b": {"domian": "sb.example.com"}, "ingress": {"className": "alb"}})
+    assert _second_preview(_recording(_reg(ADDON, "mgr", {"name": "ack-sandbox-manager", "config": good}))) == {}
+    assert _second_preview(_recording(_reg(ADDON, "mgr", {"name": "ack-sandbox-manager", "config": typo}))) == \
+        {"mgr": ("update", ["config"])}
+

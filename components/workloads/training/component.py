@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from components.config import Settings
 from components.model.layout import Layout
 from components.wiring import (
+    RERUN_FAILED_JOB,
     ClusterRefs,
     Scheduling,
     StorageRefs,
@@ -135,7 +136,7 @@ class TrainingJob(pulumi.ComponentResource):
         self.gate_job: Optional[pulumi.Resource] = None
         if args.gate_code is not None and gate.gate_needed(s):
             gate_sa = k8s.core.v1.ServiceAccount(
-                f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(job_ns)),
+                f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(s, job_ns)),
                 opts=child(*args.identity.resources))
             role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", **resource_kwargs(gate.cluster_role_manifest(s)),
                                            opts=child())
@@ -149,7 +150,9 @@ class TrainingJob(pulumi.ComponentResource):
             self.gate_job = k8s.batch.v1.Job(
                 f"{name}-gate", **resource_kwargs(job),
                 opts=child(gate_sa, binding, args.gate_code, *args.identity.resources, *args.cluster.ready,
-                           *args.gate_after, custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes)))
+                           *args.gate_after, custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes),
+                           # A failed gate runs again on the next `up` instead of being re-awaited.
+                           **RERUN_FAILED_JOB))
             job_deps.append(self.gate_job)
         check_rayjob(manifest, s.versions.kuberay, checkpoint_claim=wiring.volumes["checkpoints"].name)
         self.entrypoint: str = manifest["spec"]["entrypoint"]

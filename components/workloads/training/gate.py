@@ -8,10 +8,13 @@ message (pulumi/pulumi-kubernetes@94977969 provider/pkg/await/job.go, jobInitAwa
 provider/pkg/await/checker/pod/check.go containerTerminatedError), so the message is in `pulumi up`'s output and
 the RayJob, which depends on the Job, is never created on an empty pool.
 
-- Its own ServiceAccount, bound to a ClusterRole that may only `get` and `list` nodes (nodes are cluster-scoped).
+- Its own ServiceAccount (named, like its ClusterRole, after the environment: one per sweep variant), bound to a
+  ClusterRole that may only `get` and `list` nodes (nodes are cluster-scoped).
 - The `restricted` Pod Security level: non-root, no capability, RuntimeDefault seccomp, read-only root.
 - The pipeline code ConfigMap (data.py) and the dataset Jobs' Python image; nothing is installed.
-- Named by a digest of its spec and of the run it guards, so a new RayJob gets a new gate (Jobs are immutable).
+- Named by a digest of its spec and of the run it guards, so a new RayJob gets a new gate (Jobs are immutable);
+  a gate that failed is run again by the next `up` (component.py: replace_on_changes covers the engine's
+  initialisation errors).
 
 An autoscaled ECS pool (min_nodes < nodes) boots its nodes only once the Ray pods are pending, so no gate: there
 is nothing to wait for before the RayJob exists.
@@ -29,7 +32,6 @@ from components.workloads.data import CODE_ROOT, NOBODY  # the pipeline ConfigMa
 from components.workloads.training.rayjob import GPU_RESOURCE, RDMA_RESOURCE
 from components.workloads.training.run_spec import RunSpec
 
-GATE_SERVICE_ACCOUNT = "verl-node-gate"
 POLL_SECONDS = 15
 LABELS = {"app.kubernetes.io/name": "verl-node-gate", "app.kubernetes.io/part-of": "verl-ack"}
 
@@ -65,26 +67,36 @@ def hints(s: Settings, spec: RunSpec) -> list[str]:
                    "the pool > Nodes) and are Running in the Lingjun console")
     out.append(f"`kubectl describe node <node>`: {GPU_RESOURCE} comes from the GPU device plugin"
                + (f", {RDMA_RESOURCE} from ack-rdma-device-plugin" if spec.rdma else ""))
+    # What the user does next; it works because the failed gate is replaced, not re-awaited (component.py).
+    out.append("once fixed, run `pulumi up` again: it deletes this failed gate and checks the nodes once more")
     return out
+
+
+def gate_object_name(s: Settings) -> str:
+    """The name of the gate's ServiceAccount, ClusterRole and ClusterRoleBinding: the environment's. A sweep's
+    variants each have their own gate in the one namespace (components/sweep.py gives each variant its own
+    settings.name), and pulumi-kubernetes fails the create of an object that already exists, so a constant name
+    would leave every variant's gate but the first uncreated."""
+    return f"{s.name}-node-gate"
 
 
 def cluster_role_manifest(s: Settings) -> dict:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             # Cluster-scoped: the environment name keeps two stacks on one cluster apart.
-            "metadata": {"name": f"{s.name}-node-gate", "labels": dict(LABELS)},
+            "metadata": {"name": gate_object_name(s), "labels": dict(LABELS)},
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]}
 
 
 def cluster_role_binding_manifest(s: Settings, namespace: str) -> dict:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{s.name}-node-gate", "labels": dict(LABELS)},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{s.name}-node-gate"},
-            "subjects": [{"kind": "ServiceAccount", "name": GATE_SERVICE_ACCOUNT, "namespace": namespace}]}
+            "metadata": {"name": gate_object_name(s), "labels": dict(LABELS)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": gate_object_name(s)},
+            "subjects": [{"kind": "ServiceAccount", "name": gate_object_name(s), "namespace": namespace}]}
 
 
-def service_account_manifest(namespace: str) -> dict:
+def service_account_manifest(s: Settings, namespace: str) -> dict:
     return {"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": GATE_SERVICE_ACCOUNT, "namespace": namespace, "labels": dict(LABELS)}}
+            "metadata": {"name": gate_object_name(s), "namespace": namespace, "labels": dict(LABELS)}}
 
 
 def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
@@ -105,7 +117,7 @@ def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
             "metadata": {"labels": dict(LABELS)},
             "spec": {
                 "restartPolicy": "Never",
-                "serviceAccountName": GATE_SERVICE_ACCOUNT,
+                "serviceAccountName": gate_object_name(s),
                 "automountServiceAccountToken": True,  # it lists nodes, with nothing else allowed
                 "enableServiceLinks": False,
                 "nodeSelector": dict(sched.node_selector),

@@ -171,8 +171,8 @@ def run_real(tmp_path):
 
 def test_real_lingjun_ids_are_read_from_the_account_under_the_pool_with_its_provider_and_pass(tmp_path, account):
     rec = run_real(tmp_path)
-    group = rec.get("alicloud:eflo/nodeGroup:NodeGroup", "lingjun-node-group")
-    node = rec.get("alicloud:eflo/node:Node", "lingjun-node-0")
+    group = rec.get("alicloud:eflo/nodeGroup:NodeGroup", "gpu_pool.lingjun.eflo_cluster_id:eflo_node_group_id")
+    node = rec.get("alicloud:eflo/node:Node", "gpu_pool.lingjun.node_ids[0]")
     assert group.options["read"] and group.options["id"] == "i118191731733789436:i127062918265143"
     assert node.options["read"] and node.options["id"] == "e01-cn-fw7a2b3c4d5"
     pools = rec.get("verl-ack:nodepools:NodePools", "pools")
@@ -189,8 +189,17 @@ def test_a_lingjun_node_the_account_lacks_fails_the_preview_at_its_read(tmp_path
     account.lingjun_nodes.clear()
     with pytest.raises(RuntimeError) as info:
         run_real(tmp_path)
-    # The engine fails a read of a missing id at the read; lingjun-node-0 reads gpu_pool.lingjun.node_ids[0].
-    assert "(lingjun-node-0): resource 'e01-cn-fw7a2b3c4d5' does not exist" in str(info.value)
+    # The engine fails a read of a missing id at the read, with its generic message, before the program's checks run:
+    # the read's name is the setting that holds the id.
+    assert "(gpu_pool.lingjun.node_ids[0]): resource 'e01-cn-fw7a2b3c4d5' does not exist" in str(info.value)
+
+
+def test_a_lingjun_node_group_the_account_lacks_fails_the_preview_at_a_read_named_after_both_ids(tmp_path, account):
+    account.lingjun_node_groups.clear()
+    with pytest.raises(RuntimeError) as info:
+        run_real(tmp_path)
+    assert ("(gpu_pool.lingjun.eflo_cluster_id:eflo_node_group_id): resource "
+            "'i118191731733789436:i127062918265143' does not exist") in str(info.value)
 
 
 def test_a_lingjun_node_of_another_node_group_fails_the_preview_naming_the_node_id_field(tmp_path, account):

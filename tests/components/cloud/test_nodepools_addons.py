@@ -64,7 +64,7 @@ def test_an_ecs_gpu_pool_is_pay_as_you_go_without_spot_and_scales_from_zero_to_n
     pool = rec.get(POOL, "pools-gpu")
     assert pool.inputs["instanceChargeType"] == "PostPaid" and pool.inputs["spotStrategy"] == "NoSpot"
     assert pool.inputs["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 2, "type": "gpu"}
-    assert pool.options["ignore_changes"] == ["desiredSize"], "the autoscaler owns the node count"
+    assert "desiredSize" in pool.options["ignore_changes"], "the autoscaler owns the node count"
     assert "desiredSize" not in pool.inputs
     assert pool.inputs["vswitchIds"] == ["vsw-bp1existingh000000000"], "the vSwitch of the GPU zone"
 

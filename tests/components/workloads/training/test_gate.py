@@ -59,9 +59,9 @@ def test_the_gate_may_only_read_nodes_and_runs_at_the_restricted_level():
     role = gate.cluster_role_manifest(s)
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
     binding = gate.cluster_role_binding_manifest(s, "verl")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": gate.GATE_SERVICE_ACCOUNT, "namespace": "verl"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "verl-multi-node-gate", "namespace": "verl"}]
     pod = gate.gate_job_manifest(s, spec, "c")["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == gate.GATE_SERVICE_ACCOUNT
+    assert pod["serviceAccountName"] == gate.service_account_manifest(s, "verl")["metadata"]["name"]
     assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["seccompProfile"]["type"] == \
         "RuntimeDefault"
     (c,) = pod["containers"]
@@ -97,3 +97,11 @@ def test_no_gate_for_an_autoscaled_ecs_pool_or_when_switched_off():
 def test_a_platform_owned_pool_is_named_by_its_platform_stack():
     s = settings_for("dev-grpo")
     assert gate.pool_name(s) == f"of platform stack {s.platform_stack} (gpu_pool.owner: platform)"
+
+
+def test_a_failed_gate_says_the_next_up_checks_again_and_the_job_is_replaced_not_re_awaited():
+    rec = record("multinode")
+    gate_job = rec.get(JOB, "train-gate")
+    assert json.loads(env_of(gate_job.inputs)["GATE_HINTS"])[-1].startswith("once fixed, run `pulumi up` again")
+    # "*" covers the engine's "#initerror" key; delete first: the Job's name is fixed
+    assert gate_job.options["replace_on_changes"] == ["*"] and gate_job.options["delete_before_replace"]
