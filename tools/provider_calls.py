@@ -1,0 +1,719 @@
+#!/usr/bin/env python3
+"""Walk terraform-provider-alicloud's Go source from each resource's Create/Read/Update/Delete (and each data
+source's Read) through the functions they call, and record every cloud API action reached, the call path that
+reaches it, and whether every run takes it or only some branch. Output: tests/data/alicloud_provider_calls.json,
+which tools/ram_policy.py turns into docs/ram-policy.json.
+
+    python tools/provider_calls.py \
+      --tf-src /work/.mirror/aliyun+terraform-provider-alicloud/repo \
+      --cs-sdk-src /work/.mirror/alibabacloud-go+cs-20151215/repo
+
+There is no Go parser here, so the walk works on the text: comments and string literals are masked, function
+bodies are found by brace matching, and a call is followed when its target is known — a package function, or a
+method whose receiver's type the function states (`s` of `func (s *VpcServiceV2)`, `v := VpcService{client}`,
+`v := NewXxx(...)`, a parameter, a closure parameter, a struct field). An action is:
+- `client.RpcPost("Vpc", "2016-04-28", action, ...)` (and RpcGet, RpcPostWithEndpoint) with `action` the string
+  last assigned before the call;
+- `client.RoaGet("CS", "2015-12-15", path, ...)` (RoaPost/Put/Delete/Patch): the API whose method and path the
+  product's Go SDK declares (alibabacloud-go/cs-20151215 `client/client.go`, `Action` + `Pathname` + `Method`);
+  `Roa*WithApiName` and tea `DoRequest(WithAction)` name the action themselves;
+- a method call on an SDK client (`*roaCS.Client`, `*ecs.Client` of alibaba-cloud-sdk-go/services/ecs, ...): the
+  method's name is the API's (the SDKs generate one method per API); OSS's Go SDK spells some APIs otherwise
+  (OSS_SDK);
+- `client.Do("Oss", xmlParam("PUT", "2019-05-17", "PutBucketAcl", ...))`.
+A call is on a branch when an `if`/`else`/`switch case`/`for range` (of the caller or any function on the path)
+encloses it; the conditions are recorded. Early returns are not branches (a Read that stops at a deleted
+resource is not the run a policy is for). `tests/test_provider_calls.py` holds the walker to small Go programs and,
+where the mirrors are present, the recorded file to a fresh walk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "tests" / "data" / "alicloud_provider_calls.json"
+SCHEMA = REPO / "tests" / "data" / "alicloud_provider_schema.json"
+# The provider's data sources and read-only resources this program calls (the schema file holds the managed
+# resources): Pulumi token -> Terraform name, by the bridge's naming rule (docs/facts-provider.md).
+DATA_SOURCES = {
+    "alicloud:cs/getKubernetesAddons:getKubernetesAddons": "alicloud_cs_kubernetes_addons",
+    "alicloud:cs/getClusterCredential:getClusterCredential": "alicloud_cs_cluster_credential",
+    "alicloud:cs/getRegistryEnterpriseInstances:getRegistryEnterpriseInstances": "alicloud_cr_ee_instances",
+    "alicloud:dns/getAlidnsDomains:getAlidnsDomains": "alicloud_alidns_domains",
+    "alicloud:index/getAccount:getAccount": "alicloud_account",
+    "alicloud:index/getZones:getZones": "alicloud_zones",
+    "alicloud:ram/getRoles:getRoles": "alicloud_ram_roles",
+    "alicloud:oss/getBuckets:getBuckets": "alicloud_oss_buckets",
+}
+READ_ONLY = {  # read with Resource.get: only the Read runs
+    "alicloud:eflo/nodeGroup:NodeGroup": "alicloud_eflo_node_group",
+    "alicloud:eflo/node:Node": "alicloud_eflo_node",
+}
+# API product code of the provider's RPC/ROA calls -> RAM code. Source: each product's "RAM authorization" page of
+# its API reference; cas -> yundun-cert (https://help.aliyun.com/zh/ssl-certificate/developer-reference/api-cas-2020-04-07-ram),
+# eflo-controller -> eflo (https://api.aliyun.com/document/eflo-controller/2022-12-15/ram), BssOpenApi -> bssapi
+# (https://www.alibabacloud.com/help/doc-detail/91860.html); the others are taken as the product's code
+# (docs/uncertain-facts.md).
+RAM_CODES = {"Vpc": "vpc", "Alb": "alb", "cas": "yundun-cert", "cr": "cr", "Ram": "ram", "Ecs": "ecs", "CS": "cs",
+             "Alidns": "alidns", "Oss": "oss", "Sts": "sts", "eflo-controller": "eflo", "eflo": "eflo",
+             "BssOpenApi": "bssapi", "Slb": "slb", "ResourceManager": "resourcemanager", "Kms": "kms",
+             "Sls": "log", "cs": "cs"}
+# Go SDK package (import path) -> RAM code: a method call on a client of one of these packages is that API.
+SDK_PACKAGES = {
+    "github.com/alibabacloud-go/cs-20151215/v8/client": "cs",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/ecs": "ecs",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/vpc": "vpc",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/cs": "cs",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/cr_ee": "cr",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/alidns": "alidns",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/ram": "ram",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/sts": "sts",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/slb": "slb",
+    "github.com/aliyun/alibaba-cloud-sdk-go/services/ess": "ess",
+    "github.com/aliyun/aliyun-oss-go-sdk/oss": "oss",
+    "github.com/denverdino/aliyungo/cs": "cs",
+}
+# Methods of SDK clients that are no API (client plumbing).
+SDK_PLUMBING = {"ProcessCommonRequest", "DoAction", "DoActionWithSigner", "Init", "InitWithOptions", "GetConfig",
+                "Bucket", "GetEndpoint", "DoRequest", "DoRequestWithAction", "CallApi", "Execute",
+                "SetUserAgent", "AppendUserAgent", "Shutdown", "SetConnectTimeout", "SetReadTimeout", "SetHttpProxy",
+                "SetHttpsProxy", "SetEndpoint", "SetSecureTransport", "SetSourceIp", "SetTransport"}
+# aliyun-oss-go-sdk method -> RAM action(s) where the SDK's name is not the RAM action's (oss/client.go,
+# oss/bucket.go; RAM actions: https://help.aliyun.com/zh/oss/user-guide/ram-policy-overview): Set* are Put*,
+# CreateBucket is PutBucket, IsBucketExist lists buckets, a multi-object delete of versions needs both deletes.
+OSS_SDK = {"CreateBucket": ["PutBucket"], "IsBucketExist": ["ListBuckets"], "GetBucketInfo": ["GetBucketInfo"],
+           "DeleteObjectVersions": ["DeleteObject", "DeleteObjectVersion"], "DeleteObjects": ["DeleteObject"],
+           "ListObjectVersions": ["ListObjectVersions"]}
+ROA_VERBS = {"RoaGet": "GET", "RoaPost": "POST", "RoaPut": "PUT", "RoaDelete": "DELETE", "RoaPatch": "PATCH"}
+PHASES = ("create", "read", "update", "delete")
+GO_KEYWORDS = {"if", "for", "switch", "func", "return", "go", "defer", "select", "case", "make", "new", "len",
+               "append", "cap", "copy", "delete", "panic", "recover", "string", "int", "bool", "float64", "int64",
+               "map", "interface", "error", "byte", "rune", "uint", "int32", "float32", "struct", "range"}
+
+
+def mask(text: str) -> str:
+    """`text` with comments and the insides of string and rune literals blanked (same length, newlines kept), so
+    that braces and calls are found in code only."""
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out[i:j] = " " * (j - i)
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out[i:j] = [ch if ch == "\n" else " " for ch in text[i:j]]
+            i = j
+        elif c in "\"'`":
+            j = i + 1
+            while j < n and text[j] != c:
+                if c != "`" and text[j] == "\\":
+                    j += 1
+                j += 1
+            out[i + 1:j] = [ch if ch == "\n" else " " for ch in text[i + 1:j]]
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def close_brace(masked: str, start: int) -> int:
+    """Offset just past the `}` that closes the `{` at `start`."""
+    depth = 0
+    for j in range(start, len(masked)):
+        if masked[j] == "{":
+            depth += 1
+        elif masked[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    raise ValueError(f"unbalanced brace at {start}")
+
+
+@dataclass
+class Func:
+    name: str
+    recv: str | None  # receiver type, without *
+    recv_var: str | None
+    file: str
+    line: int
+    text: str  # the function, source text
+    masked: str
+    params: dict[str, str] = field(default_factory=dict)  # name -> type
+    results: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.recv}.{self.name}" if self.recv else self.name
+
+
+@dataclass
+class Package:
+    funcs: dict[str, Func]  # key -> Func
+    methods: dict[str, list[str]]  # method name -> receiver types
+    fields: dict[str, dict[str, str]]  # struct type -> field -> type
+    imports: dict[str, dict[str, str]]  # file -> alias -> import path
+    factories: dict[str, str]  # Terraform name -> factory function (provider.go)
+
+
+def _split_params(sig: str) -> dict[str, str]:
+    """`d *schema.ResourceData, meta interface{}` -> {d: *schema.ResourceData, meta: interface{}} (`a, b T` too)."""
+    out: dict[str, str] = {}
+    pending: list[str] = []
+    depth, cur, parts = 0, "", []
+    for ch in sig:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    for part in (p.strip() for p in parts):
+        m = re.fullmatch(r"(\w+)\s+(.+)", part, re.S)
+        if m:
+            for name in pending + [m.group(1)]:
+                out[name] = m.group(2).strip()
+            pending = []
+        elif re.fullmatch(r"\w+", part):
+            pending.append(part)
+    return out
+
+
+def _imports(text: str) -> dict[str, str]:
+    out = {}
+    block = re.search(r"^import \((.*?)^\)", text, re.S | re.M)
+    lines = block.group(1).splitlines() if block else re.findall(r"^import (.*)$", text, re.M)
+    for line in lines:
+        m = re.match(r'\s*(?:(\w+)\s+)?"([^"]+)"', line)
+        if m:
+            out[m.group(1) or m.group(2).rstrip("/").split("/")[-1]] = m.group(2)
+    return out
+
+
+ALIYUN = "meta.(*connectivity.AliyunClient)"
+ALIYUN_VAR = "aliyunClient_" + "_" * (len(ALIYUN) - len("aliyunClient_"))  # same length, offsets kept
+
+
+def qualify(typ: str, imports: dict[str, str]) -> str:
+    """`*roaCS.Client` -> `*github.com/alibabacloud-go/cs-20151215/v8/client.Client` by the file's imports, so a type
+    named in one file is known in another; `connectivity.AliyunClient` -> `AliyunClient`."""
+    m = re.fullmatch(r"(\*?)(\w+)\.(\w+)", typ)
+    if not m:
+        return typ
+    if m.group(2) == "connectivity":
+        return m.group(3)
+    path = imports.get(m.group(2))
+    return f"{m.group(1)}{path}.{m.group(3)}" if path else typ
+
+
+def parse(files: dict[str, str]) -> Package:
+    """Index the functions, methods, struct fields and imports of `files` (path -> Go source)."""
+    funcs: dict[str, Func] = {}
+    methods: dict[str, list[str]] = {}
+    fields: dict[str, dict[str, str]] = {}
+    imports: dict[str, dict[str, str]] = {}
+    factories: dict[str, str] = {}
+    for path in sorted(files):
+        text = files[path]
+        masked = mask(text).replace(ALIYUN, ALIYUN_VAR)
+        imports[path] = imp = _imports(text)
+        for m in re.finditer(r"^type (\w+) struct \{", masked, re.M):
+            body = masked[m.end() - 1:close_brace(masked, m.end() - 1)]
+            fields[m.group(1)] = {f.group(1): qualify(f.group(2), imp) for f in re.finditer(r"^\s*(\w+)\s+(\*?[\w.]+)\s*$", body, re.M)}
+        for m in re.finditer(r"^func (?:\((\w+)\s+\*?(\w+)\)\s*)?(\w+)\(", masked, re.M):
+            # the parameter list closes at the matching ')'; the body opens at the first '{' that ends a line
+            depth, j = 1, m.end()
+            while depth:
+                depth += {"(": 1, ")": -1}.get(masked[j], 0)
+                j += 1
+            body_open = masked.find("{\n", j)
+            if body_open < 0:
+                continue
+            end = close_brace(masked, body_open)
+            results = masked[j:body_open].strip().strip("()")
+            f = Func(name=m.group(3), recv=m.group(2), recv_var=m.group(1), file=path,
+                     line=text.count("\n", 0, m.start()) + 1, text=text[m.start():end], masked=masked[m.start():end],
+                     params={k: qualify(v, imp) for k, v in _split_params(masked[m.end():j - 1]).items()},
+                     results=[qualify(r.strip(), imp) for r in results.split(",") if r.strip()])
+            funcs.setdefault(f.key, f)
+            if f.recv:
+                methods.setdefault(f.name, []).append(f.recv)
+        if path.endswith("provider.go"):
+            for fm in re.finditer(r'"(alicloud_\w+)":\s*(\w+)\(\)', text):
+                factories.setdefault(fm.group(1), fm.group(2))
+    return Package(funcs, methods, fields, imports, factories)
+
+
+@dataclass(frozen=True)
+class Edge:
+    kind: str  # "call" or "action"
+    target: str  # function key, or RAM action
+    offset: int  # in the function's text
+    conds: tuple[str, ...]
+
+
+def _header_start(masked: str, brace: int) -> int:
+    """Where the statement whose block opens at `brace` begins: the line start outside any parentheses."""
+    depth = 0
+    for j in range(brace - 1, -1, -1):
+        ch = masked[j]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            depth -= 1
+        elif ch == "\n" and depth <= 0:
+            return j + 1
+    return 0
+
+
+def _blocks(masked: str, text: str | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, condition) of each conditional region of a function body: `if`/`else` blocks, `for` loops with
+    a clause or range (a bare `for {` is a retry loop, not a branch), and `case`/`default` clauses. Conditions
+    are given as `text` spells them (whitespace folded)."""
+    text = text if text is not None else masked
+    out = []
+    for m in re.finditer(r"\{", masked):
+        line_start = _header_start(masked, m.start())
+        if not re.match(r"\s*(\}\s*)?(if|else|for|switch|select)\b", masked[line_start:m.start()]):
+            continue
+        header = re.sub(r"\s+", " ", text[line_start:m.start()]).strip()
+        header = re.sub(r"^\}\s*", "", header)
+        if re.match(r"(if|else if)\b", header):
+            cond = re.sub(r"^(else )?if\s+", "", header)
+            cond = cond.split(";")[-1].strip()
+            end = close_brace(masked, m.start())
+            out.append((m.start(), end, cond))
+            # a guard: `if <cond> { ...; return }` with no else makes the rest of the enclosing block run only when
+            # not <cond>. Counted where it reads the resource's data or diff (`d.`): a return on an error or on an
+            # API state is not a choice of the program's settings.
+            last = masked[m.start() + 1:end - 1].rstrip().rsplit("\n", 1)[-1].strip()
+            if header.startswith("if") and last.startswith("return") and "d." in cond \
+                    and not re.match(r"\s*else\b", masked[end:end + 10]):
+                out.append((end, _enclosing_end(masked, line_start), f"not ({cond})"))
+        elif header == "else":
+            # the if this else belongs to: the header of the block closed just before
+            prev = masked.rfind("}", 0, m.start())
+            opener = _opening(masked, prev)
+            pl = _header_start(masked, opener)
+            ph = re.sub(r"^\}?\s*(else )?if\s+", "", re.sub(r"\s+", " ", text[pl:opener]).strip()).split(";")[-1].strip()
+            out.append((m.start(), close_brace(masked, m.start()), f"not ({ph})"))
+        elif re.match(r"for\s+\S", header):
+            out.append((m.start(), close_brace(masked, m.start()), header))
+        elif re.match(r"(switch|select)\b", header):
+            end = close_brace(masked, m.start())
+            sw = header
+            cases = list(re.finditer(r"^\s*(case\s[^\n]*|default):", masked[m.start():end], re.M))
+            for k, c in enumerate(cases):
+                cs = m.start() + c.start()
+                ce = m.start() + cases[k + 1].start() if k + 1 < len(cases) else end
+                label = re.sub(r"\s+", " ", text[cs:cs + len(c.group(0))]).strip().rstrip(":")
+                out.append((cs, ce, f"{sw}: {label}"))
+    return out
+
+
+def _enclosing_end(masked: str, pos: int) -> int:
+    """The end of the innermost block that contains `pos`."""
+    depth = 0
+    for j in range(pos - 1, -1, -1):
+        if masked[j] == "}":
+            depth += 1
+        elif masked[j] == "{":
+            if depth == 0:
+                return close_brace(masked, j)
+            depth -= 1
+    return len(masked)
+
+
+def _opening(masked: str, close: int) -> int:
+    depth = 0
+    for j in range(close, -1, -1):
+        if masked[j] == "}":
+            depth += 1
+        elif masked[j] == "{":
+            depth -= 1
+            if depth == 0:
+                return j
+    return 0
+
+
+def _literal_before(f: Func, var: str, offset: int) -> str | None:
+    """The string (or fmt.Sprintf format) last assigned to `var` before `offset` in `f`."""
+    found = None
+    for m in re.finditer(rf'\b{var}\s*:?=\s*(?:fmt\.Sprintf\()?"([^"]*)"', f.text[:offset]):
+        found = m.group(1)
+    return found
+
+
+def _arg(f: Func, start: int, n: int) -> str:
+    """The n-th argument (source text) of the call whose '(' is at `start`."""
+    depth, cur, args, j = 0, start, [], start
+    while j < len(f.masked):
+        ch = f.masked[j]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append(f.text[cur + 1:j])
+                break
+        elif ch == "," and depth == 1:
+            args.append(f.text[cur + 1:j])
+            cur = j
+        j += 1
+    return args[n].strip() if n < len(args) else ""
+
+
+def _value(f: Func, expr: str, offset: int) -> str | None:
+    """A string argument: a literal, `StringPointer(x)`/`tea.String(x)`, or a variable's last literal."""
+    expr = re.sub(r"^(?:StringPointer|String|tea\.String|dara\.String)\((.*)\)$", r"\1", expr.strip())
+    if m := re.fullmatch(r'(?:fmt\.Sprintf\()?"([^"]*)".*', expr, re.S):
+        return m.group(1)
+    if re.fullmatch(r"\w+", expr):
+        return _literal_before(f, expr, offset)
+    return None
+
+
+def roa_path(path: str) -> str:
+    """A ROA path with its parameters as {}: "/clusters/%s/nodepools" -> "/clusters/{}/nodepools"."""
+    return re.sub(r"%[a-z]", "{}", path.split("?")[0]).rstrip("/")
+
+
+class Walker:
+    def __init__(self, pkg: Package, roa_apis: dict[tuple[str, str, str], str]):
+        self.pkg = pkg
+        self.roa_apis = roa_apis  # (RAM code, method, path) -> API
+        self.unresolved: set[str] = set()
+        self._edges: dict[str, list[Edge]] = {}
+
+    # -- types of the names a function uses -------------------------------------------------------------------
+    def _var_type(self, f: Func, var: str, offset: int) -> str | None:
+        t = self._var_type_raw(f, var, offset)
+        return re.sub(r"^\*?connectivity\.", "", t) if t else t
+
+    def _var_type_raw(self, f: Func, var: str, offset: int) -> str | None:
+        if var == ALIYUN_VAR:
+            return "AliyunClient"
+        if var == f.recv_var:
+            return f.recv
+        if var in f.params:
+            return f.params[var]
+        masked = f.masked[:offset]
+        found = None
+        pats = [
+            (rf"\b{var}\s*:?=\s*&?(\w+)\{{", lambda m: m.group(1)),
+            (rf"\bvar\s+{var}\s+(\*?[\w.]+)", lambda m: m.group(1)),
+            (rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*New(\w+)\(", lambda m: m.group(1) if m.group(1) in self.pkg.fields
+                else self._result(f"New{m.group(1)}")),
+            (rf"\b{var}\s*:?=\s*{ALIYUN_VAR}\s*$", lambda m: "AliyunClient"),
+            (rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*(\w+)\.NewClient\w*\(", lambda m: qualify(
+                f"*{m.group(1)}.Client", self.pkg.imports.get(f.file, {})) if m.group(1) in self.pkg.imports.get(
+                f.file, {}) else None),
+            (rf"\b{var}\s*:?=\s*(\w+)\.client\s*$", lambda m: self._field_type(f, m.group(1), "client", offset)),
+            (rf"\bfunc\((?:[^()]*,\s*)?{var}\s+(\*?[\w.]+)[,)]", lambda m: m.group(1)),
+            (rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*(\w+(?:\.\w+)*)\.(\w+)\(",
+             lambda m: self._call_result(f, m.group(1), m.group(2), m.start())),
+        ]
+        best = -1
+        for pat, typ in pats:
+            for m in re.finditer(pat, masked, re.M):
+                if m.start() > best:
+                    t = typ(m)
+                    if t:
+                        best, found = m.start(), t
+        return found
+
+    def _result(self, fn: str) -> str | None:
+        g = self.pkg.funcs.get(fn)
+        return g.results[0] if g and g.results else None
+
+    def _field_type(self, f: Func, var: str, fld: str, offset: int) -> str | None:
+        t = self._var_type(f, var, offset) if var != "meta" else None
+        t = (t or "").lstrip("*").split(".")[-1]
+        return self.pkg.fields.get(t, {}).get(fld)
+
+    def _call_result(self, f: Func, recv_expr: str, method: str, offset: int) -> str | None:
+        t = self._expr_type(f, recv_expr, offset)
+        if not t:
+            return None
+        base = t.lstrip("*")
+        if "." in base:  # an SDK type: the OSS client's Bucket() gives a *oss.Bucket
+            if method == "Bucket":
+                return base.rsplit(".", 1)[0] + ".Bucket"
+            return None
+        g = self.pkg.funcs.get(f"{base}.{method}")
+        return g.results[0] if g and g.results else None
+
+    def _expr_type(self, f: Func, expr: str, offset: int) -> str | None:
+        parts = expr.split(".")
+        t = self._var_type(f, parts[0], offset)
+        for fld in parts[1:]:
+            base = (t or "").lstrip("*").split(".")[-1]
+            t = self.pkg.fields.get(base, {}).get(fld)
+        return re.sub(r"^\*?connectivity\.", "", t) if t else t
+
+    def _sdk_code(self, f: Func, typ: str) -> str | None:
+        """The RAM code of an SDK client type (`*ecs.Client`, `*roaCS.Client`) as `f`'s file imports it."""
+        m = re.fullmatch(r"\*?(.+)\.(Client|Bucket)", typ or "")
+        if not m:
+            return None
+        path = m.group(1) if "/" in m.group(1) else self.pkg.imports.get(f.file, {}).get(m.group(1))
+        return SDK_PACKAGES.get(path or "")
+
+    # -- edges -----------------------------------------------------------------------------------------------
+    def edges(self, key: str) -> list[Edge]:
+        if key not in self._edges:
+            self._edges[key] = self._scan(self.pkg.funcs[key])
+        return self._edges[key]
+
+    def _conds(self, blocks, offset: int) -> tuple[str, ...]:
+        return tuple(c for s, e, c in blocks if s < offset < e)
+
+    def _scan(self, f: Func) -> list[Edge]:
+        out: list[Edge] = []
+        blocks = _blocks(f.masked, f.text)
+        body = f.masked.find("{\n")
+        seen_calls = set()
+
+        def add(kind, target, off):
+            out.append(Edge(kind, target, off, self._conds(blocks, off)))
+
+        for m in re.finditer(r"(?<![\w.])((?:\w+\.)*)(\w+)\s*\(", f.masked[body:]):
+            off = body + m.start(2)
+            chain, name = m.group(1).rstrip("."), m.group(2)
+            paren = body + m.end() - 1
+            if not chain:
+                if name in self.pkg.funcs and name not in GO_KEYWORDS:
+                    add("call", name, off)
+                continue
+            recv_type = self._expr_type(f, chain, off)
+            base = (recv_type or "").lstrip("*")
+            if name in ("DoRequest", "DoRequestWithAction"):  # a tea common client names the action itself
+                a = self._tea_action(f, chain, name, paren, off)
+                if a:
+                    add("action", a, off)
+                else:
+                    self.unresolved.add(f"{f.key}: {chain}.{name}")
+                continue
+            if base == "AliyunClient":
+                action = self._client_action(f, name, paren, off)
+                if action:
+                    for a in action:
+                        add("action", a, off)
+                    continue
+            if base == "AliyunClient" and re.match(r"(New|With|load|get|format|init|set)[A-Z]?", name):
+                continue  # client plumbing: builds a client for an endpoint, calls no API of the resource
+            if base and "." not in base:
+                if f"{base}.{name}" in self.pkg.funcs:
+                    add("call", f"{base}.{name}", off)
+                continue
+            if base and "." in base:
+                code = self._sdk_code(f, base)
+                if code and name not in SDK_PLUMBING and name[0].isupper():
+                    api = re.sub(r"(WithOptions|WithContext|WithChan|WithCallback)$", "", name)
+                    if code == "oss":
+                        for a in OSS_SDK.get(api, [re.sub(r"^Set", "Put", api).replace("CORS", "Cors")
+                                                   .replace("ACL", "Acl").replace("Tagging", "Tags")]):
+                            add("action", f"oss:{a}", off)
+                    else:
+                        add("action", f"{code}:{api}", off)
+                elif code and name in ("ProcessCommonRequest", "DoAction"):
+                    # a common request: the API is the `ApiName` last set on the request passed
+                    req = _arg(f, paren, 0)
+                    api = None
+                    for am in re.finditer(rf'\b{re.escape(req)}\.ApiName\s*=\s*"(\w+)"', f.text[:off]):
+                        api = am.group(1)
+                    if api:
+                        add("action", f"{code}:{api}", off)
+                    else:
+                        self.unresolved.add(f"{f.key}: {name}({req})")
+                continue
+            # an unknown receiver: a method defined on one type only
+            owners = self.pkg.methods.get(name, [])
+            if not owners and not recv_type and re.match(r"(Describe|Create|Delete|Modify|Update|List|Get|Put|Tag|"
+                                                         r"Untag|UnTag|Attach|Detach|Install|Upgrade)[A-Z]", name) \
+                    and chain.split(".")[0] not in ("d", "request", "response", "object", "resp") \
+                    and chain not in self.pkg.imports.get(f.file, {}) and not name.startswith("GetAction"):
+                self.unresolved.add(f"{f.key}: {chain}.{name} (receiver type unknown)")
+            if chain.split(".")[0] not in ("d", "request", "response", "err", "fmt", "strings", "time", "json",
+                                             "tea", "util", "log", "strconv", "schema", "resource", "retry",
+                                             "dara", "os") and len(owners) >= 1:
+                key = f"{chain}.{name}"
+                if len(owners) == 1:
+                    add("call", f"{owners[0]}.{name}", off)
+                else:
+                    self.unresolved.add(f"{f.key}: {key} ({', '.join(sorted(owners))})")
+            seen_calls.add(name)
+        # method values passed as functions (`s.DescribeAlbListAsynJobs` without a call)
+        for m in re.finditer(r"(?<![\w.])(\w+)\.(\w+)\b(?!\s*\()", f.masked[body:]):
+            t = self._var_type(f, m.group(1), body + m.start())
+            base = (t or "").lstrip("*")
+            if base and f"{base}.{m.group(2)}" in self.pkg.funcs:
+                add("call", f"{base}.{m.group(2)}", body + m.start(2))
+        out.sort(key=lambda e: e.offset)
+        return out
+
+    def _client_action(self, f: Func, name: str, paren: int, off: int) -> list[str] | None:
+        if name in ("RpcPost", "RpcGet", "RpcPostWithEndpoint"):
+            product = _value(f, _arg(f, paren, 0), off)
+            api = _value(f, _arg(f, paren, 2), off)
+            return [f"{RAM_CODES.get(product, product)}:{api}"] if product and api else None
+        if name in ROA_VERBS:
+            product = _value(f, _arg(f, paren, 0), off)
+            path = _value(f, _arg(f, paren, 2), off)
+            code = RAM_CODES.get(product, product)
+            api = self.roa_apis.get((code, ROA_VERBS[name], roa_path(path or "")))
+            if not api:
+                self.unresolved.add(f"{f.key}: {name} {product} {path}")
+                return None
+            return [f"{code}:{api}"]
+        if name.endswith("WithApiName") and name.replace("WithApiName", "") in ROA_VERBS:
+            product = _value(f, _arg(f, paren, 0), off)
+            api = _value(f, _arg(f, paren, 2), off)
+            return [f"{RAM_CODES.get(product, product)}:{api}"] if product and api else None
+        if name == "Do":
+            product = _value(f, _arg(f, paren, 0), off)
+            params = _arg(f, paren, 1)
+            m = re.search(r'\w*[pP]aram\("\w+",\s*"[0-9-]+",\s*"(\w+)"', params)
+            if product and m:
+                return [f"{RAM_CODES.get(product, product)}:{m.group(1)}"]
+        return None
+
+    def _tea_action(self, f: Func, var: str, name: str, paren: int, off: int) -> str | None:
+        """`conn.DoRequest(StringPointer(action), ...)` on a client from `NewTeaCommonClient(connectivity.X)`."""
+        m = None
+        for m in re.finditer(rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*.*New(?:Tea|TeaRoa)CommonClient\(connectivity\.(\w+)\)",
+                             f.masked[:off]):
+            pass
+        if not m:
+            return None
+        host = ENDPOINT_CONSTS.get(m.group(1), "")
+        code = host.split(".")[0] if host else None
+        api = _value(f, _arg(f, paren, 0), off)
+        return f"{RAM_CODES.get(code, code)}:{api}" if code and api else None
+
+    # -- the walk --------------------------------------------------------------------------------------------
+    def walk(self, entry: str) -> dict[str, dict]:
+        """action -> {always, path, when, source} for everything reachable from function `entry`. A path that no
+        condition guards wins over a guarded one; among those, the shortest (then first in the source)."""
+        found: dict[str, dict] = {}
+        for unconditional in (True, False):
+            seen = {entry: ([entry], ())}
+            queue = deque([entry])
+            while queue:
+                key = queue.popleft()
+                path, conds = seen[key]
+                f = self.pkg.funcs[key]
+                for e in self.edges(key):
+                    if unconditional and e.conds:
+                        continue
+                    allc = conds + tuple(f"{key}: {c}" for c in e.conds)
+                    if e.kind == "call":
+                        if e.target not in seen:
+                            seen[e.target] = (path + [e.target], allc)
+                            queue.append(e.target)
+                    elif e.target not in found:
+                        line = f.line + f.text.count("\n", 0, e.offset)
+                        found[e.target] = {"always": not allc, "path": path, "when": list(allc),
+                                           "source": f"alicloud/{f.file}:{line}"}
+        return found
+
+
+ENDPOINT_CONSTS: dict[str, str] = {}
+
+
+def roa_apis_from_sdk(client_go: str, code: str) -> dict[tuple[str, str, str], str]:
+    """(RAM code, method, path) -> API from a Go SDK's client.go (`Action:`, `Pathname:`, `Method:` per API)."""
+    out = {}
+    for m in re.finditer(r'Action:\s*dara\.String\("(\w+)"\),.*?Pathname:\s*dara\.String\((.*?)\),\s*\n\s*'
+                         r'Method:\s*dara\.String\("(\w+)"\)', client_go, re.S):
+        path = re.sub(r'"\s*\+\s*dara\.PercentEncode\([^)]*\)\)\s*\+\s*"', "{}", m.group(2))
+        path = re.sub(r'"\s*\+\s*dara\.PercentEncode\([^)]*\)\)\s*$', "{}\"", path)
+        path = path.strip('"').rstrip("/")
+        out.setdefault((code, m.group(3), path), m.group(1))
+    return out
+
+
+def entries(pkg: Package) -> dict[str, dict[str, str]]:
+    """Pulumi token -> {phase: entry function} for the schema file's resources, DATA_SOURCES and READ_ONLY."""
+    schema = json.loads(SCHEMA.read_text())["resources"]
+    out: dict[str, dict[str, str]] = {}
+    todo = {t: (r["factory"], PHASES) for t, r in schema.items() if t.startswith("alicloud:")}
+    todo |= {t: (pkg.factories[tf], ("read",)) for t, tf in {**DATA_SOURCES, **READ_ONLY}.items()}
+    for token, (factory, phases) in sorted(todo.items()):
+        f = pkg.funcs[factory]
+        fns = {}
+        for phase in phases:
+            m = re.search(rf"\b{phase.capitalize()}(?:Context)?:\s*(\w+),", f.masked)
+            if m:
+                fns[phase] = m.group(1)
+        out[token] = fns
+    return out
+
+
+def derive(tf_src: Path, cs_sdk: str) -> tuple[dict, Walker]:
+    files = {str(p.relative_to(tf_src / "alicloud")): p.read_text() for p in (tf_src / "alicloud").rglob("*.go")
+             if not p.name.endswith("_test.go")}
+    ENDPOINT_CONSTS.update(dict(re.findall(r'^\s*(\w+)\s*=\s*"([\w.-]+\.aliyuncs\.com)"', files.get(
+        "connectivity/endpoint.go", ""), re.M)))
+    pkg = parse(files)
+    walker = Walker(pkg, roa_apis_from_sdk(cs_sdk, "cs"))
+    out = {}
+    for token, fns in entries(pkg).items():
+        out[token] = {phase: {"entry": fn, "actions": dict(sorted(walker.walk(fn).items()))}
+                      for phase, fn in fns.items()}
+    return out, walker
+
+
+def _checkout(git_dir: Path, commit: str, what: str, into: Path) -> None:
+    git = git_dir / ".git" if (git_dir / ".git").exists() else git_dir
+    subprocess.run(f"git --git-dir={git} archive {commit} {what} | tar -x -C {into}", shell=True, check=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tf-src", type=Path, required=True, help="git dir of aliyun/terraform-provider-alicloud")
+    ap.add_argument("--cs-sdk-src", type=Path, required=True, help="git dir of alibabacloud-go/cs-20151215")
+    ap.add_argument("--cs-sdk-ref", default="1331d11", help="commit of the cs SDK whose client.go maps ROA paths")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    commit = json.loads(SCHEMA.read_text())["commit"]
+    with tempfile.TemporaryDirectory() as tmp:
+        _checkout(args.tf_src, commit, "alicloud", Path(tmp))
+        git = args.cs_sdk_src / ".git" if (args.cs_sdk_src / ".git").exists() else args.cs_sdk_src
+        sdk_commit = subprocess.run(["git", f"--git-dir={git}", "rev-parse", args.cs_sdk_ref], capture_output=True,
+                                    text=True, check=True).stdout.strip()
+        cs_sdk = subprocess.run(["git", f"--git-dir={git}", "show", f"{sdk_commit}:client/client.go"],
+                                capture_output=True, text=True, check=True).stdout
+        calls, walker = derive(Path(tmp), cs_sdk)
+    doc = {"about": "Cloud API actions the provider's Create/Read/Update/Delete reach, per Pulumi type; generated by "
+                    "tools/provider_calls.py (docs/facts-provider.md).",
+           "provider_commit": commit, "cs_sdk_commit": sdk_commit,
+           "generated_by": "python tools/provider_calls.py --tf-src <terraform-provider-alicloud git dir> "
+                           "--cs-sdk-src <alibabacloud-go/cs-20151215 git dir>",
+           "types": calls}
+    args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    for u in sorted(walker.unresolved):
+        print("unresolved:", u, file=sys.stderr)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
