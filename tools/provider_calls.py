@@ -236,7 +236,8 @@ def parse(files: dict[str, str]) -> Package:
         imports[path] = imp = _imports(text)
         for m in re.finditer(r"^type (\w+) struct \{", masked, re.M):
             body = masked[m.end() - 1:close_brace(masked, m.end() - 1)]
-            fields[m.group(1)] = {f.group(1): qualify(f.group(2), imp) for f in re.finditer(r"^\s*(\w+)\s+(\*?[\w.]+)\s*$", body, re.M)}
+            fields[m.group(1)] = {f.group(1): qualify(f.group(2), imp)
+                                  for f in re.finditer(r"^\s*(\w+)\s+(\*?[\w.]+)\s*$", body, re.M)}
         for m in re.finditer(r"^func (?:\((\w+)\s+\*?(\w+)\)\s*)?(\w+)\(", masked, re.M):
             # the parameter list closes at the matching ')'; the body opens at the first '{' that ends a line
             depth, j = 1, m.end()
@@ -293,6 +294,9 @@ def _blocks(masked: str, text: str | None = None) -> list[tuple[int, int, str]]:
         line_start = _header_start(masked, m.start())
         if not re.match(r"\s*(\}\s*)?(if|else|for|switch|select)\b", masked[line_start:m.start()]):
             continue
+        head = masked[line_start:m.start()]
+        if head.count("(") != head.count(")"):  # the brace opens a func literal inside the header
+            continue
         header = re.sub(r"\s+", " ", text[line_start:m.start()]).strip()
         header = re.sub(r"^\}\s*", "", header)
         if re.match(r"(if|else if)\b", header):
@@ -326,6 +330,28 @@ def _blocks(masked: str, text: str | None = None) -> list[tuple[int, int, str]]:
                 label = re.sub(r"\s+", " ", text[cs:cs + len(c.group(0))]).strip().rstrip(":")
                 out.append((cs, ce, f"{sw}: {label}"))
     return out
+
+
+def _explain(f: Func, blocks, cond: str, at: int) -> str:
+    """A condition that is a flag (`if update {`), told by the changes that set it: the generated Update functions
+    set `update = true` under `d.HasChange("x")` for each input the call sends."""
+    m = re.fullmatch(r"!?(\w+)", cond)
+    if not m or m.group(1) in ("ok", "true", "false"):
+        return cond
+    flag = m.group(1)
+    reset = max((r.end() for r in re.finditer(rf"\b{flag}\s*:?=\s*false\b|\bvar {flag} bool\b", f.masked[:at])),
+                default=0)
+    fields: list[str] = []
+    for r in re.finditer(rf"\b{flag}\s*=\s*true\b", f.masked[reset:at]):
+        pos = reset + r.start()
+        for s, e, c in blocks:
+            if s < pos < e and "HasChange" in c:
+                fields += [x for x in re.findall(r'"([\w.]+)"', c) if x not in fields]
+                fields = list(dict.fromkeys(fields))
+    if not fields:
+        return cond
+    shown = ", ".join(fields[:6]) + (f", ... ({len(fields)} inputs)" if len(fields) > 6 else "")
+    return f"{cond} (set by a change of {shown})"
 
 
 def _enclosing_end(masked: str, pos: int) -> int:
@@ -482,8 +508,8 @@ class Walker:
             self._edges[key] = self._scan(self.pkg.funcs[key])
         return self._edges[key]
 
-    def _conds(self, blocks, offset: int) -> tuple[str, ...]:
-        return tuple(c for s, e, c in blocks if s < offset < e)
+    def _conds(self, f: Func, blocks, offset: int) -> tuple[str, ...]:
+        return tuple(_explain(f, blocks, c, s) for s, e, c in blocks if s < offset < e)
 
     def _scan(self, f: Func) -> list[Edge]:
         out: list[Edge] = []
@@ -492,7 +518,7 @@ class Walker:
         seen_calls = set()
 
         def add(kind, target, off):
-            out.append(Edge(kind, target, off, self._conds(blocks, off)))
+            out.append(Edge(kind, target, off, self._conds(f, blocks, off)))
 
         for m in re.finditer(r"(?<![\w.])((?:\w+\.)*)(\w+)\s*\(", f.masked[body:]):
             off = body + m.start(2)
@@ -597,13 +623,11 @@ class Walker:
 
     def _tea_action(self, f: Func, var: str, name: str, paren: int, off: int) -> str | None:
         """`conn.DoRequest(StringPointer(action), ...)` on a client from `NewTeaCommonClient(connectivity.X)`."""
-        m = None
-        for m in re.finditer(rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*.*New(?:Tea|TeaRoa)CommonClient\(connectivity\.(\w+)\)",
-                             f.masked[:off]):
-            pass
-        if not m:
+        made = re.findall(rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*.*New(?:Tea|TeaRoa)CommonClient\(connectivity\.(\w+)\)",
+                          f.masked[:off])
+        if not made:
             return None
-        host = ENDPOINT_CONSTS.get(m.group(1), "")
+        host = ENDPOINT_CONSTS.get(made[-1], "")
         code = host.split(".")[0] if host else None
         api = _value(f, _arg(f, paren, 0), off)
         return f"{RAM_CODES.get(code, code)}:{api}" if code and api else None
