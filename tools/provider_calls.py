@@ -20,7 +20,8 @@ method whose receiver's type the function states (`s` of `func (s *VpcServiceV2)
 - a method call on an SDK client (`*roaCS.Client`, `*ecs.Client` of alibaba-cloud-sdk-go/services/ecs, ...): the
   method's name is the API's (the SDKs generate one method per API); OSS's Go SDK spells some APIs otherwise
   (OSS_SDK);
-- `client.Do("Oss", xmlParam("PUT", "2019-05-17", "PutBucketAcl", ...))`.
+- `client.Do("Oss", xmlParam("PUT", "2019-05-17", "PutBucketAcl", ...))`, and OSS's raw
+  `ossClient.Conn.Do("GET", bucket, "", params)` with `params["policy"]`: GetBucketPolicy.
 A call is on a branch when an `if`/`else`/`switch case`/`for range` (of the caller or any function on the path)
 encloses it; the conditions are recorded. Early returns are not branches (a Read that stops at a deleted
 resource is not the run a policy is for). `tests/test_provider_calls.py` holds the walker to small Go programs and,
@@ -527,6 +528,15 @@ class Walker:
             if not chain:
                 if name in self.pkg.funcs and name not in GO_KEYWORDS:
                     add("call", name, off)
+                continue
+            if name == "Do" and chain.endswith(".Conn"):  # OSS's raw request: a method on a bucket sub-resource
+                code = self._sdk_code(f, self._expr_type(f, chain[:-len(".Conn")], off) or "")
+                verb = _value(f, _arg(f, paren, 0), off)
+                sub = re.findall(r'\bparams\["(\w+)"\]\s*=', f.text[:off])
+                if code == "oss" and verb in ("GET", "PUT", "DELETE") and sub:
+                    add("action", f"oss:{verb.capitalize()}Bucket{sub[-1].capitalize()}", off)
+                else:
+                    self.unresolved.add(f"{f.key}: {chain}.Do")
                 continue
             recv_type = self._expr_type(f, chain, off)
             base = (recv_type or "").lstrip("*")
