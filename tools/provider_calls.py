@@ -168,6 +168,7 @@ class Package:
     fields: dict[str, dict[str, str]]  # struct type -> field -> type
     imports: dict[str, dict[str, str]]  # file -> alias -> import path
     factories: dict[str, str]  # Terraform name -> factory function (provider.go)
+    files: dict[str, str]  # path -> source
 
 
 def _split_params(sig: str) -> dict[str, str]:
@@ -260,7 +261,7 @@ def parse(files: dict[str, str]) -> Package:
         if path.endswith("provider.go"):
             for fm in re.finditer(r'"(alicloud_\w+)":\s*(\w+)\(\)', text):
                 factories.setdefault(fm.group(1), fm.group(2))
-    return Package(funcs, methods, fields, imports, factories)
+    return Package(funcs, methods, fields, imports, factories, files)
 
 
 @dataclass(frozen=True)
@@ -426,6 +427,10 @@ class Walker:
     def __init__(self, pkg: Package, roa_apis: dict[tuple[str, str, str], str]):
         self.pkg = pkg
         self.roa_apis = roa_apis  # (RAM code, method, path) -> API
+        # connectivity/endpoint.go's host constants (`OpenAckService = "cs.aliyuncs.com"`): a tea common client's
+        # product is its host's first label
+        self.endpoints = dict(re.findall(r'^\s*(\w+)\s*=\s*"([\w.-]+\.aliyuncs\.com)"',
+                                         pkg.files.get("connectivity/endpoint.go", ""), re.M))
         self.unresolved: set[str] = set()
         self._edges: dict[str, list[Edge]] = {}
 
@@ -637,7 +642,7 @@ class Walker:
                           f.masked[:off])
         if not made:
             return None
-        host = ENDPOINT_CONSTS.get(made[-1], "")
+        host = self.endpoints.get(made[-1], "")
         code = host.split(".")[0] if host else None
         api = _value(f, _arg(f, paren, 0), off)
         return f"{RAM_CODES.get(code, code)}:{api}" if code and api else None
@@ -667,9 +672,6 @@ class Walker:
                         found[e.target] = {"always": not allc, "path": path, "when": list(allc),
                                            "source": f"alicloud/{f.file}:{line}"}
         return found
-
-
-ENDPOINT_CONSTS: dict[str, str] = {}
 
 
 def roa_apis_from_sdk(client_go: str, code: str) -> dict[tuple[str, str, str], str]:
@@ -704,8 +706,6 @@ def entries(pkg: Package) -> dict[str, dict[str, str]]:
 def derive(tf_src: Path, cs_sdk: str) -> tuple[dict, Walker]:
     files = {str(p.relative_to(tf_src / "alicloud")): p.read_text() for p in (tf_src / "alicloud").rglob("*.go")
              if not p.name.endswith("_test.go")}
-    ENDPOINT_CONSTS.update(dict(re.findall(r'^\s*(\w+)\s*=\s*"([\w.-]+\.aliyuncs\.com)"', files.get(
-        "connectivity/endpoint.go", ""), re.M)))
     pkg = parse(files)
     walker = Walker(pkg, roa_apis_from_sdk(cs_sdk, "cs"))
     out = {}
