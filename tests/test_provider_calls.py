@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tools import provider_calls as pc
+from tools.gotext import mask
 
 CALLS = json.loads(pc.OUT.read_text())
 TF_MIRROR = Path("/work/.mirror/aliyun+terraform-provider-alicloud/repo")
@@ -143,7 +144,7 @@ def demo() -> pc.Walker:
 
 def test_masking_keeps_offsets_and_hides_braces_in_strings_and_comments():
     text = GO["resource_alicloud_demo.go"]
-    masked = pc.mask(text)
+    masked = mask(text)
     assert len(masked) == len(text) and masked.count("\n") == text.count("\n")
     assert "}}} not a brace" not in masked and masked.count("{") == masked.count("}")
 
