@@ -105,7 +105,13 @@ func resourceDemoDelete(d *schema.ResourceData, meta interface{}) error {
 	client.WithEcsClient(func(ecsClient *ecs.Client) (interface{}, error) {
 		return ecsClient.ProcessCommonRequest(request)
 	})
-	return nil
+	return withRetries(d, meta, releaseDemo)
+}
+
+func releaseDemo(d *schema.ResourceData, meta interface{}) error {
+	client := meta.(*connectivity.AliyunClient)
+	_, err := client.RpcPost("Vpc", "2016-04-28", "ReleaseDemo", nil, nil, false)
+	return err
 }
 ''',
     "connectivity/client.go": '''package connectivity
@@ -179,7 +185,11 @@ def test_a_guard_return_on_the_resource_data_makes_the_rest_a_branch(demo):
 def test_sdk_clients_roa_paths_and_common_requests_give_their_apis(demo):
     assert demo.walk("resourceDemoRead")["cs:CheckDemoEnable"]["always"]  # a *roaCS.Client method is its API
     assert "cs:PutDemo" in demo.walk("resourceDemoUpdate")  # PUT /clusters/{}/demos, named by the SDK
-    assert set(demo.walk("resourceDemoDelete")) == {"ecs:RevokeSecurityGroup"}  # request.ApiName
+    assert set(demo.walk("resourceDemoDelete")) == {"ecs:RevokeSecurityGroup", "vpc:ReleaseDemo"}  # request.ApiName
+
+
+def test_a_function_passed_as_a_value_is_followed(demo):
+    assert demo.walk("resourceDemoDelete")["vpc:ReleaseDemo"]["path"] == ["resourceDemoDelete", "releaseDemo"]
 
 
 # -- the recorded graph: calls the provider makes at the pinned commit -------------------------------------------

@@ -303,6 +303,11 @@ class Walker:
             base = (t or "").lstrip("*")
             if base and f"{base}.{m.group(2)}" in self.pkg.funcs:
                 add("call", f"{base}.{m.group(2)}", body + m.start(2))
+        # package functions passed as values (`Run(d, meta, resourceXRead)`)
+        for m in re.finditer(r"(?<=[(,])\s*(\w+)\s*(?=[,)])", f.masked[body:]):
+            g = self.pkg.funcs.get(m.group(1))
+            if g and not g.recv and m.group(1) not in GO_KEYWORDS:
+                add("call", m.group(1), body + m.start(1))
         out.sort(key=lambda e: e.offset)
         return out
 
