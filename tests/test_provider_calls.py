@@ -240,6 +240,8 @@ def test_the_create_of_a_tagged_resource_tags_it_through_its_update(token, actio
     ("alicloud:ram/role:Role", "update", "ram:TagResources", False),
     ("alicloud:ram/role:Role", "update", "ram:UntagResources", False),
     ("alicloud:ram/policy:Policy", "update", "ram:TagResources", False),
+    ("alicloud:oss/bucket:Bucket", "update", "oss:PutBucketTagging", False),  # RAM's name, not the API's PutBucketTags
+    ("alicloud:oss/bucket:Bucket", "read", "oss:GetBucketTransferAcceleration", True),
 ])
 def test_the_provider_reaches_the_calls_a_policy_once_missed(token, phase, action, always):
     assert hit(token, phase, action)["always"] is always

@@ -78,3 +78,11 @@ def test_real_cloud_lists_every_branch_only_action_with_the_condition_that_reach
         for e in entries:
             row = f"| `{e['action']}` | `{t.split(':')[-1]}` "
             assert (row in text) is (not e["always"]), (t, e["action"])
+
+
+def test_oss_actions_are_spelled_as_ram_spells_them_not_as_the_go_sdk_does():
+    # The OSS API pages' permission tables: PutBucketTags needs oss:PutBucketTagging, and the SDK's
+    # SetBucketTransferAcc is PutBucketTransferAcceleration. A policy granting the SDK's spelling grants nothing.
+    granted = set(POLICY["policy"]["Statement"][0]["Action"])
+    assert {"oss:PutBucketTagging", "oss:GetBucketTagging", "oss:PutBucketTransferAcceleration"} <= granted
+    assert not {a for a in granted if re.fullmatch(r"oss:\w+(BucketTags|TransferAcc|CORS|ACL)", a)}, granted

@@ -101,12 +101,16 @@ SDK_PLUMBING = {"ProcessCommonRequest", "DoAction", "DoActionWithSigner", "Init"
                 "Bucket", "GetEndpoint", "DoRequest", "DoRequestWithAction", "CallApi", "Execute",
                 "SetUserAgent", "AppendUserAgent", "Shutdown", "SetConnectTimeout", "SetReadTimeout", "SetHttpProxy",
                 "SetHttpsProxy", "SetEndpoint", "SetSecureTransport", "SetSourceIp", "SetTransport"}
-# aliyun-oss-go-sdk method -> RAM action(s) where the SDK's name is not the RAM action's (oss/client.go,
-# oss/bucket.go; RAM actions: https://help.aliyun.com/zh/oss/user-guide/ram-policy-overview): Set* are Put*,
-# CreateBucket is PutBucket, IsBucketExist lists buckets, a multi-object delete of versions needs both deletes.
-OSS_SDK = {"CreateBucket": ["PutBucket"], "IsBucketExist": ["ListBuckets"], "GetBucketInfo": ["GetBucketInfo"],
+# aliyun-oss-go-sdk method -> RAM action(s), where the RAM action is not the method's name with `Set` read as `Put`
+# and `CORS`/`ACL` as `Cors`/`Acl` (oss/client.go, oss/bucket.go). RAM actions: the "Permissions" table of each OSS
+# API page, e.g. PutBucketTags -> oss:PutBucketTagging (https://www.alibabacloud.com/help/doc-detail/117800.html),
+# PutBucketTransferAcceleration -> oss:PutBucketTransferAcceleration
+# (https://help.aliyun.com/en/oss/developer-reference/putbuckettransferacceleration); CreateBucket is PutBucket,
+# IsBucketExist lists buckets, a multi-object delete of versions needs both deletes (DeleteMultipleObjects).
+OSS_SDK = {"CreateBucket": ["PutBucket"], "IsBucketExist": ["ListBuckets"],
            "DeleteObjectVersions": ["DeleteObject", "DeleteObjectVersion"], "DeleteObjects": ["DeleteObject"],
-           "ListObjectVersions": ["ListObjectVersions"]}
+           "SetBucketTransferAcc": ["PutBucketTransferAcceleration"],
+           "GetBucketTransferAcc": ["GetBucketTransferAcceleration"]}
 ROA_VERBS = {"RoaGet": "GET", "RoaPost": "POST", "RoaPut": "PUT", "RoaDelete": "DELETE", "RoaPatch": "PATCH"}
 PHASES = ("create", "read", "update", "delete")
 GO_KEYWORDS = {"if", "for", "switch", "func", "return", "go", "defer", "select", "case", "make", "new", "len",
@@ -266,7 +270,7 @@ class Walker:
                     api = re.sub(r"(WithOptions|WithContext|WithChan|WithCallback)$", "", name)
                     if code == "oss":
                         for a in OSS_SDK.get(api, [re.sub(r"^Set", "Put", api).replace("CORS", "Cors")
-                                                   .replace("ACL", "Acl").replace("Tagging", "Tags")]):
+                                                   .replace("ACL", "Acl")]):
                             add("action", f"oss:{a}", off)
                     else:
                         add("action", f"{code}:{api}", off)
