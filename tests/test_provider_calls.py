@@ -204,7 +204,8 @@ CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 
 @pytest.mark.parametrize("phase", ["create", "read", "update"])
 @pytest.mark.parametrize("action", ["cs:CheckControlPlaneLogEnable", "cs:GetClusterAuditProject",
-                                    "cs:DescribeClusterResources", "cs:DescribeClusterDetail"])
+                                    "cs:DescribeClusterResources", "cs:DescribeClusterDetail",
+                                    "cs:DescribeClusterUserKubeconfig"])
 def test_every_cluster_read_asks_the_control_plane_log_and_audit_project(phase, action):
     # resource_alicloud_cs_managed_kubernetes.go ends its Read with checkControlPlaneLogEnable and
     # getClusterAuditProject and returns their errors: a policy without them fails every up of a cluster.
