@@ -221,7 +221,6 @@ class Walker:
         out: list[Edge] = []
         blocks = conditional_regions(f.masked, f.text)
         body = f.masked.find("{\n")
-        seen_calls = set()
 
         def add(kind, target, off):
             out.append(Edge(kind, target, off, self._conds(f, blocks, off)))
@@ -274,6 +273,8 @@ class Walker:
                             add("action", f"oss:{a}", off)
                     else:
                         add("action", f"{code}:{api}", off)
+                elif not code and base.endswith(".Client") and name[0].isupper() and name not in SDK_PLUMBING:
+                    self.unresolved.add(f"{f.key}: {chain}.{name} on {base} (no RAM code for the package)")
                 elif code and name in ("ProcessCommonRequest", "DoAction"):
                     # a common request: the API is the `ApiName` last set on the request passed
                     req = call_arg(f, paren, 0)
@@ -300,7 +301,6 @@ class Walker:
                     add("call", f"{owners[0]}.{name}", off)
                 else:
                     self.unresolved.add(f"{f.key}: {key} ({', '.join(sorted(owners))})")
-            seen_calls.add(name)
         # method values passed as functions (`s.DescribeAlbListAsynJobs` without a call)
         for m in re.finditer(r"(?<![\w.])(\w+)\.(\w+)\b(?!\s*\()", f.masked[body:]):
             t = self._var_type(f, m.group(1), body + m.start())
@@ -319,7 +319,10 @@ class Walker:
         if name in ("RpcPost", "RpcGet", "RpcPostWithEndpoint"):
             product = string_value(f, call_arg(f, paren, 0), off)
             api = string_value(f, call_arg(f, paren, 2), off)
-            return [f"{RAM_CODES.get(product, product)}:{api}"] if product and api else None
+            if not (product and api):
+                self.unresolved.add(f"{f.key}: {name} with an action not known as a string")
+                return None
+            return [f"{RAM_CODES.get(product, product)}:{api}"]
         if name in ROA_VERBS:
             product = string_value(f, call_arg(f, paren, 0), off)
             path = string_value(f, call_arg(f, paren, 2), off)
