@@ -11,6 +11,7 @@ CI), the recorded file to a fresh walk of the pinned source.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from tools import provider_calls as pc
 from tools.gotext import mask
 
 CALLS = json.loads(pc.OUT.read_text())
-TF_MIRROR = Path("/work/.mirror/aliyun+terraform-provider-alicloud/repo")
-CS_SDK_MIRROR = Path("/work/.mirror/alibabacloud-go+cs-20151215/repo")
+# git dirs of the two sources, where a checkout has them (CI does not: the recorded file stands in)
+TF_MIRROR = Path(os.environ.get("VERL_ACK_TF_PROVIDER_GIT", "/work/.mirror/aliyun+terraform-provider-alicloud/repo"))
+CS_SDK_MIRROR = Path(os.environ.get("VERL_ACK_CS_SDK_GIT", "/work/.mirror/alibabacloud-go+cs-20151215/repo"))
 
 GO = {
     "service_alicloud_demo.go": '''package alicloud
@@ -263,7 +265,7 @@ def test_every_action_is_cited_at_a_provider_line_and_every_path_starts_at_its_p
 
 
 @pytest.mark.skipif(not (TF_MIRROR.is_dir() and CS_SDK_MIRROR.is_dir()),
-                    reason="needs the provider and cs SDK mirrors (not in CI); the recorded file stands in")
+                    reason="needs git dirs of the provider and the cs SDK (VERL_ACK_TF_PROVIDER_GIT, VERL_ACK_CS_SDK_GIT)")
 def test_the_recorded_call_graph_is_a_fresh_walk_of_the_pinned_provider_source(tmp_path):
     commit = CALLS["provider_commit"]
     pc._checkout(TF_MIRROR, commit, "alicloud", tmp_path)
