@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tools.ram_policy import CALLS, DOC, OUT, PHASES, SCHEMA, derive, recorded, render_doc
+from tools.ram_policy import CALLS, DOC, OUT, PHASES, SCHEMA, derive, purpose, recorded, render_doc
 
 POLICY = json.loads(OUT.read_text())
 GRAPH = json.loads(CALLS.read_text())
@@ -86,3 +86,12 @@ def test_oss_actions_are_spelled_as_ram_spells_them_not_as_the_go_sdk_does():
     granted = set(POLICY["policy"]["Statement"][0]["Action"])
     assert {"oss:PutBucketTagging", "oss:GetBucketTagging", "oss:PutBucketTransferAcceleration"} <= granted
     assert not {a for a in granted if re.fullmatch(r"oss:\w+(BucketTags|TransferAcc|CORS|ACL)", a)}, granted
+
+
+def test_a_branch_says_in_words_what_it_is_for():
+    assert purpose(['d.HasChange("tags")', "len(added) > 0"]) == "a change of `tags`"
+    assert purpose(["update (set by a change of size)"]) == "a change of `size`"
+    assert purpose(["err != nil", 'IsExpectedErrors(err, []string{"BucketNotEmpty"})', 'd.Get("force_destroy").(bool)']) \
+        == "destroying a non-empty bucket with `force_destroy`"
+    assert purpose(["for _, instance := range instances"]) == "once per item the data source lists"
+    assert purpose(['not (d.Get("payment_type").(string) == "Subscription")']) == "the value of `payment_type`"

@@ -113,10 +113,39 @@ def _cite(calls: dict, source: str) -> str:
     return f"aliyun/terraform-provider-alicloud@{calls['provider_commit'][:7]}:{source}"
 
 
+def purpose(conds: list[str]) -> str:
+    """What a branch is for, in words, from the provider's conditions on its path: the inputs whose change leads
+    there (`d.HasChange("x")`, or a flag the Update sets under such tests), an input's value (`d.Get("x")`), a
+    destroy forced through a non-empty
+    bucket or attached policy, a per-item loop of a data source, a resource the API does not have yet."""
+    text = " ".join(conds)
+    fields = list(dict.fromkeys(re.findall(r'"([a-z][\w.]*)"', " ".join(
+        re.findall(r"HasChanges?\([^)]*\)|set by a change of [^)]*", text)))))
+    fields += [f for f in re.findall(r"set by a change of ([\w, .]+)", text) for f in f.split(", ")
+               if f and f not in fields and not f.startswith(".")]
+    said = []
+    if fields:
+        shown = ", ".join(f"`{f}`" for f in fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
+        said.append(f"a change of {shown}")
+    if 'd.Get("force_destroy")' in text:
+        said.append("destroying a non-empty bucket with `force_destroy`")
+    elif 'd.Get("force")' in text:
+        said.append("destroying with `force` (detach and delete versions first)")
+    read = [f for f in dict.fromkeys(re.findall(r'd\.Get(?:Ok|OkExists)?\("([a-z]\w*)"\)', text))
+            if f not in ("force_destroy", "force")]
+    if read:
+        said.append("the value of " + ", ".join(f"`{f}`" for f in read))
+    if "NotFoundError(err)" in text:
+        said.append("when the API does not have it yet")
+    if re.search(r"(^| )for [^;]*range", text) and not said:
+        said.append("once per item the data source lists")
+    return "; ".join(said) or "a provider-side condition (see the conditions)"
+
+
 def branch_table(policy: dict) -> str:
-    """Markdown rows of the actions no run of their type takes on every path: what each is for is the condition
-    (Go, as the provider spells it) that leads to it."""
-    rows = ["| action | type | phases | taken only when (provider condition on the path) |", "|---|---|---|---|"]
+    """Markdown rows of the actions no run of their type takes on every path, each with what it is for and the
+    conditions (Go, as the provider spells them) on the path that leads to it."""
+    rows = ["| action | type | phases | for | provider conditions on the path |", "|---|---|---|---|---|"]
     for t, entries in policy["by_type"].items():
         for e in entries:
             if e["always"]:
@@ -124,7 +153,7 @@ def branch_table(policy: dict) -> str:
             conds = list(dict.fromkeys(c.split(": ", 1)[1] for c in e["when"]))  # the same test in two functions
             when = " and ".join(f"`{c}`" for c in conds).replace("|", "\\|")
             rows.append(f"| `{e['action']}` | `{t.split(':')[-1]}` ({t.split(':')[1].split('/')[0]}) | "
-                        f"{', '.join(e['phases'])} | {when} |")
+                        f"{', '.join(e['phases'])} | {purpose(conds)} | {when} |")
     return "\n".join(rows) + "\n"
 
 
