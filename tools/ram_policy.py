@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Generate docs/ram-policy.json: the RAM actions the deploying identity needs, derived from the resource types
-and invokes the shipped stacks record, each action with the provider source line that calls it.
+and invokes the shipped stacks record and the provider's call graph, each action with the provider source line
+that calls it, the call path that reaches it, and whether every run takes it or only some branch.
 
-    python tools/ram_policy.py --tf-src /work/.mirror/aliyun+terraform-provider-alicloud/repo
+    python tools/ram_policy.py
 
-For each alicloud type the offline plans register (and each invoke they make), the provider's Go source at the
-commit docs/facts-provider.md names is read: RPC calls (`action := "CreateVpc"` ... `client.RpcPost("Vpc", ...)`)
-in the resource's file and in the `Describe...` service functions it calls give `<RAM code>:<API>`; calls the
-provider makes through an SDK client or a ROA path are listed in MANUAL with a needle that must match a line of
-that source, so no action is written without the line that needs it. RAM codes per API product: RAM_CODES.
-tests/test_ram_policy.py holds the file equal to what the stacks record.
+tests/data/alicloud_provider_calls.json (tools/provider_calls.py, a walk of terraform-provider-alicloud at the
+commit docs/facts-provider.md names) holds, per Pulumi type, the actions its Create/Read/Update/Delete reach. A
+type the stacks manage needs the actions of all four (the create -> read -> update -> destroy cycle); a type they
+only read (Resource.get) and an invoke need their Read's. The generator also rewrites the branch-only table of
+docs/real-cloud.md. tests/test_ram_policy.py holds both files equal to what this renders.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,107 +36,24 @@ NEW_VPC_VARIANT = {"gpu_pool": {"kind": "ecs", "lingjun": None,
 LINGJUN_READ_VARIANT = {"gpu_pool": {"lingjun": {"eflo_cluster_id": "i118191731733789436",
                                                  "eflo_node_group_id": "i127062918265143",
                                                  "node_ids": ["e01-cn-fw7a2b3c4d5"]}}}
-# API product (as the provider's RPC calls name it) -> RAM code. Source: each product's "RAM authorization" page of
-# the API reference (https://help.aliyun.com/zh/ssl-certificate/developer-reference/api-cas-2020-04-07-ram states
-# cas -> yundun-cert; the others use the product code, docs/uncertain-facts.md).
-RAM_CODES = {"Vpc": "vpc", "Alb": "alb", "cas": "yundun-cert", "cr": "cr", "Ram": "ram", "Ecs": "ecs", "CS": "cs",
-             "Alidns": "alidns", "Oss": "oss", "Sts": "sts"}
-# (RAM action, file, needle): calls made through an SDK client, a ROA path or OSS's REST API.
-MANUAL: dict[str, list[tuple[str, str, str]]] = {
-    "alicloud:cs/managedKubernetes:ManagedKubernetes": [
-        ("cs:CreateCluster", "resource_alicloud_cs_managed_kubernetes.go", r"\.CreateCluster\(request\)"),
-        ("cs:DescribeClusterDetail", "resource_alicloud_cs_managed_kubernetes.go", r"\.DescribeClusterDetail\("),
-        ("cs:ModifyCluster", "resource_alicloud_cs_managed_kubernetes.go", r"\.ModifyCluster\("),
-        ("cs:DescribeTaskInfo", "service_alicloud_cs.go", r"func \(s \*CsClient\) DescribeTaskRefreshFunc"),
-        ("cs:DeleteCluster", "resource_alicloud_cs_kubernetes.go", r"roacs\.DeleteClusterRequest\{"),
-        ("vpc:DescribeNatGateways", "resource_alicloud_cs_managed_kubernetes.go", r"\.DescribeNatGateways\("),
-        ("vpc:DescribeVSwitchAttributes", "resource_alicloud_cs_managed_kubernetes.go", r"\.DescribeVSwitch\(")],
-    "alicloud:cs/nodePool:NodePool": [
-        ("cs:CreateClusterNodePool", "resource_alicloud_cs_kubernetes_node_pool.go", r'"/clusters/%s/nodepools", '),
-        ("cs:ModifyClusterNodePool", "resource_alicloud_cs_kubernetes_node_pool.go",
-         r'RoaPut\("CS", "2015-12-15", action'),
-        ("cs:ModifyNodePoolNodeConfig", "resource_alicloud_cs_kubernetes_node_pool.go", r'nodepools/%s/node_config"'),
-        ("cs:DeleteClusterNodepool", "resource_alicloud_cs_kubernetes_node_pool.go", r'RoaDelete\("CS"'),
-        ("cs:DescribeClusterNodePoolDetail", "service_alicloud_ack_v2.go",
-         r"func \(s \*AckServiceV2\) DescribeAckNodepool\("),
-        ("cs:AttachInstancesToNodePool", "resource_alicloud_cs_kubernetes_node_pool.go", r'"AttachInstancesToNodePool"')],
-    "alicloud:cs/kubernetesAddon:KubernetesAddon": [
-        ("cs:InstallClusterAddons", "service_alicloud_cs.go", r"s\.client\.InstallClusterAddons\("),
-        ("cs:GetClusterAddonInstance", "service_alicloud_cs.go", r"s\.client\.GetClusterAddonInstance\("),
-        ("cs:ModifyClusterAddon", "service_alicloud_cs.go", r"s\.client\.ModifyClusterAddon\("),
-        ("cs:UpgradeClusterAddons", "service_alicloud_cs.go", r"s\.client\.UpgradeClusterAddons\("),
-        ("cs:UnInstallClusterAddons", "service_alicloud_cs.go", r"s\.client\.UnInstallClusterAddons\(")],
-    "alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace": [
-        ("cr:CreateNamespace", "resource_alicloud_cr_ee_namespace.go", r"\.CreateNamespace\("),
-        ("cr:UpdateNamespace", "resource_alicloud_cr_ee_namespace.go", r"\.UpdateNamespace\("),
-        ("cr:GetNamespace", "service_alicloud_cr_ee.go", r"creeClient\.GetNamespace\(request\)"),
-        ("cr:DeleteNamespace", "service_alicloud_cr_ee.go", r"creeClient\.DeleteNamespace\(request\)")],
-    "alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo": [
-        ("cr:GetRepository", "service_alicloud_cr_ee.go", r"creeClient\.GetRepository\(request\)"),
-        ("cr:DeleteRepository", "service_alicloud_cr_ee.go", r"creeClient\.DeleteRepository\(request\)")],
-    "alicloud:dns/alidnsRecord:AlidnsRecord": [
-        ("alidns:AddDomainRecord", "resource_alicloud_alidns_record.go", r"\.AddDomainRecord\("),
-        ("alidns:UpdateDomainRecord", "resource_alicloud_alidns_record.go", r"\.UpdateDomainRecord\("),
-        ("alidns:UpdateDomainRecordRemark", "resource_alicloud_alidns_record.go", r"\.UpdateDomainRecordRemark\("),
-        ("alidns:SetDomainRecordStatus", "resource_alicloud_alidns_record.go", r"\.SetDomainRecordStatus\("),
-        ("alidns:DeleteDomainRecord", "resource_alicloud_alidns_record.go", r"\.DeleteDomainRecord\("),
-        ("alidns:DescribeDomainRecordInfo", "service_alicloud_alidns.go",
-         r"func \(s \*AlidnsService\) DescribeAlidnsRecord\(")],
-    "alicloud:cs/autoscalingConfig:AutoscalingConfig": [  # create and update both send CreateAutoscalingConfig
-        ("cs:CreateAutoscalingConfig", "resource_alicloud_cs_autoscaling_config.go",
-         r"client\.CreateAutoscalingConfig\(tea\.String\(clusterId\)")],
-    # Reads only (Resource.get): the actions of the provider's Read. RAM code eflo for eflo-controller
-    # (https://api.aliyun.com/document/eflo-controller/2022-12-15/ram), bssapi for BssOpenApi
-    # (https://www.alibabacloud.com/help/doc-detail/91860.html).
-    "alicloud:eflo/nodeGroup:NodeGroup": [
-        ("eflo:ListNodeGroups", "service_alicloud_eflo_v2.go", r"func \(s \*EfloServiceV2\) DescribeEfloNodeGroup\("),
-        ("eflo:ListClusterNodes", "service_alicloud_eflo_v2.go",
-         r"func \(s \*EfloServiceV2\) DescribeNodeGroupListClusterNodes\(")],
-    "alicloud:eflo/node:Node": [
-        ("eflo:DescribeNode", "service_alicloud_eflo_v2.go", r"func \(s \*EfloServiceV2\) DescribeEfloNode\("),
-        ("eflo:ListTagResources", "service_alicloud_eflo_v2.go",
-         r"func \(s \*EfloServiceV2\) DescribeNodeListTagResources\("),
-        ("bssapi:QueryAvailableInstances", "service_alicloud_eflo_v2.go",
-         r"func \(s \*EfloServiceV2\) DescribeNodeQueryAvailableInstances\("),
-        ("eflo:ListClusterNodes", "service_alicloud_eflo_v2.go",
-         r"func \(s \*EfloServiceV2\) DescribeNodeListClusterNodes\("),
-        ("ecs:DescribeDisks", "service_alicloud_ecs_v2.go", r"func \(s \*EcsServiceV2\) DescribeEcsDataDisksByNodeId\(")],
-    # Invokes: the account checks and the cluster credential.
-    "alicloud:cs/getKubernetesAddons:getKubernetesAddons": [  # the Lingjun add-on floors, read at preview
-        ("cs:ListAddons", "service_alicloud_cs.go", r"s\.client\.ListAddons\(request\)"),
-        ("cs:GetClusterAddonInstance", "service_alicloud_cs.go", r"s\.client\.GetClusterAddonInstance\("),
-        ("cs:DescribeAddon", "service_alicloud_cs.go", r"s\.client\.DescribeAddon\(&name, req\)")],
-    "alicloud:cs/getClusterCredential:getClusterCredential": [
-        ("cs:DescribeClusterUserKubeconfig", "data_source_alicloud_cs_cluster_credential.go",
-         r"DescribeClusterUserKubeconfigResponseBody")],
-    "alicloud:index/getAccount:getAccount": [
-        ("sts:GetCallerIdentity", "connectivity/client.go", r"func \(client \*AliyunClient\) GetCallerIdentity\(")],
-    "alicloud:index/getZones:getZones": [
-        ("ecs:DescribeZones", "data_source_alicloud_zones.go", r"ecs\.CreateDescribeZonesRequest\("),
-        ("ecs:DescribeAvailableResource", "data_source_alicloud_zones.go", r"ecsService\.DescribeAvailableResources\(")],
-    "alicloud:dns/getAlidnsDomains:getAlidnsDomains": [
-        ("alidns:DescribeDomains", "data_source_alicloud_alidns_domains.go", r"alidns\.CreateDescribeDomainsRequest\(")],
-    "alicloud:cs/getRegistryEnterpriseInstances:getRegistryEnterpriseInstances": [
-        ("cr:ListInstance", "service_alicloud_cr_ee.go", r"creeClient\.ListInstance\(request\)"),
-        ("cr:ListInstanceEndpoint", "service_alicloud_cr_ee.go", r"creeClient\.ListInstanceEndpoint\(request\)")],
-    "alicloud:ram/getRoles:getRoles": [
-        ("ram:ListRoles", "data_source_alicloud_ram_roles.go", r'action := "ListRoles"')],
-    "alicloud:oss/getBuckets:getBuckets": [
-        ("oss:ListBuckets", "data_source_alicloud_oss_buckets.go", r"ossClient\.ListBuckets\(")],
-}
+CALLS = REPO / "tests" / "data" / "alicloud_provider_calls.json"
+DOC = REPO / "docs" / "real-cloud.md"
+TABLE = re.compile(r"(<!-- generated:ram-branch-actions -->\n)(.*?)(<!-- /generated -->)", re.S)
+PHASES = ("create", "read", "update", "delete")
 
 
-def recorded() -> tuple[set[str], set[str]]:
-    """The alicloud resource types and invokes of the shipped stacks' offline plans (and of the variants above).
-    A type only read (Resource.get) counts only where MANUAL lists its Read's actions: a read needs those, not
-    the create/update/delete actions derived for a managed type."""
+def recorded() -> tuple[set[str], set[str], set[str]]:
+    """(managed types, types only read with Resource.get, invokes): the alicloud ones of the shipped stacks'
+    offline plans and of the variants above."""
     import tempfile
+
+    import yaml
 
     import plan
 
-    types: set[str] = set()
+    managed: set[str] = set()
+    reads: set[str] = set()
     invokes: set[str] = set()
-    import yaml
 
     def merged(base: dict, over: dict) -> dict:
         return {**base, **{k: merged(base.get(k) or {}, v) if isinstance(v, dict) and v else v for k, v in over.items()}}
@@ -150,103 +66,110 @@ def recorded() -> tuple[set[str], set[str]]:
         variant.write_text(yaml.safe_dump(doc, sort_keys=False))
         doc = yaml.safe_load(plan.stack_file("dev").read_text())
         doc["config"][key] = merged(doc["config"][key], LINGJUN_READ_VARIANT)
-        reads = Path(tmp) / "Pulumi.dev-lingjun-reads.yaml"
-        reads.write_text(yaml.safe_dump(doc, sort_keys=False))
+        lingjun = Path(tmp) / "Pulumi.dev-lingjun-reads.yaml"
+        lingjun.write_text(yaml.safe_dump(doc, sort_keys=False))
         for stack, path in [*((s, plan.stack_file(s)) for s in STACKS), ("dev-new-vpc", variant),
-                            ("dev-lingjun-reads", reads)]:
+                            ("dev-lingjun-reads", lingjun)]:
             result = plan.build_plan(path, stack, Path(tmp) / stack)
-            types |= {r["type"] for r in result["resources"] if r["type"].startswith("alicloud:")
-                      and (not (r["options"] or {}).get("read") or r["type"] in MANUAL)}
+            for r in result["resources"]:
+                if r["type"].startswith("alicloud:"):
+                    (reads if (r["options"] or {}).get("read") else managed).add(r["type"])
             invokes |= {i["token"] for i in result["invokes"] if i["token"].startswith("alicloud:")}
-    return types, invokes
+    return managed, reads - managed, invokes
 
 
-def _rpc_actions(text: str) -> list[tuple[str, int]]:
-    """(product:API, line) of each `action := "X"` followed by the RPC call that sends it."""
-    out = []
-    for m in re.finditer(r'action :?= "(\w+)"', text):
-        call = re.search(r'Rpc(?:Post|Get)\("(\w+)"', text[m.end():m.end() + 4000])
-        if call and call.group(1) in RAM_CODES:
-            out.append((f"{RAM_CODES[call.group(1)]}:{m.group(1)}", text.count("\n", 0, m.start()) + 1))
-    return out
-
-
-def _do_actions(text: str) -> list[tuple[str, int]]:
-    """(code:API, line) of each `client.Do("Oss", xmlParam("PUT", "2019-05-17", "PutBucketAcl", ...))` call."""
-    out = []
-    for m in re.finditer(r'\.Do\("(\w+)", \w*[pP]aram\("\w+", "[0-9-]+", "(\w+)"', text):
-        if m.group(1) in RAM_CODES:
-            out.append((f"{RAM_CODES[m.group(1)]}:{m.group(2)}", text.count("\n", 0, m.start()) + 1))
-    return out
-
-
-def _oss_actions(text: str) -> list[tuple[str, int]]:
-    """(oss:API, line) of each OSS Go SDK call: the SDK's Set/CORS/ACL/Tagging spell the RAM actions' Put/Cors/Acl/
-    Tags; CreateBucket is PutBucket and IsBucketExist lists buckets (aliyun-oss-go-sdk oss/client.go)."""
-    out = []
-    for m in re.finditer(r"ossClient\.([A-Z]\w+)\(", text):
-        name = m.group(1)
-        if name == "Bucket":
-            continue
-        name = {"CreateBucket": "PutBucket", "IsBucketExist": "ListBuckets"}.get(name, name)
-        name = re.sub(r"^Set", "Put", name).replace("CORS", "Cors").replace("ACL", "Acl").replace("Tagging", "Tags")
-        out.append((f"oss:{name}", text.count("\n", 0, m.start()) + 1))
-    return out
-
-
-def derive(tf_src: Path, commit: str) -> dict:
-    src = {str(p.relative_to(tf_src / "alicloud")): p.read_text() for p in (tf_src / "alicloud").rglob("*.go")
-           if not p.name.endswith("_test.go")}
-    schema = json.loads(SCHEMA.read_text())["resources"]
-    types, invokes = recorded()
+def derive(calls: dict, managed: set[str], reads: set[str], invokes: set[str]) -> dict:
+    """The policy: for each type its phases' actions from the recorded call graph, merged over phases. An action is
+    `always` when some phase reaches it on a path no condition guards; its `path`/`when`/`source` are those of the
+    first phase (create, read, update, delete) that reaches it unguarded, else of the first that reaches it."""
     by_type: dict[str, list[dict]] = {}
-
-    def cite(name: str, line: int) -> str:
-        return f"aliyun/terraform-provider-alicloud@{commit[:7]}:alicloud/{name}:{line}"
-
-    for t in sorted(types | invokes):
-        entries: dict[str, str] = {}
-        if t in schema:
-            factory = schema[t]["factory"]
-            [name] = [n for n, s in src.items() if re.search(rf"func {factory}\(\)", s)]
-            for action, line in _rpc_actions(src[name]) + _oss_actions(src[name]) + _do_actions(src[name]):
-                entries.setdefault(action, cite(name, line))
-            for fn in sorted(set(re.findall(r"Service\w*\.(Describe\w+)\(", src[name]))):
-                for sname, s in src.items():
-                    m = re.search(rf"\nfunc \(\w+ \*\w+\) {fn}\(", s)
-                    if sname.startswith("service_") and m:
-                        body = s[m.start():s.find("\nfunc ", m.end())]
-                        first = s.count("\n", 0, m.start()) + 1
-                        for action, line in _rpc_actions(body) + _oss_actions(body) + _do_actions(body):
-                            entries.setdefault(action, cite(sname, first + line - 1))
-        for action, name, needle in MANUAL.get(t, []):
-            m = re.search(needle, src.get(name, ""))
-            if not m:
-                raise SystemExit(f"{t}: {action}: no line matching {needle!r} in alicloud/{name}")
-            entries.setdefault(action, cite(name, src[name].count("\n", 0, m.start()) + 1))
-        if not entries:
-            raise SystemExit(f"{t}: no RAM action found; add it to MANUAL with its source")
-        by_type[t] = [{"action": a, "source": s} for a, s in sorted(entries.items())]
+    for t in sorted(managed | reads | invokes):
+        if t not in calls["types"]:
+            raise SystemExit(f"{t}: not in {CALLS.relative_to(REPO)}; add it to tools/provider_calls.py and rerun it")
+        phases = PHASES if t in managed else ("read",)
+        merged: dict[str, dict] = {}
+        for phase in phases:
+            for action, hit in calls["types"][t].get(phase, {}).get("actions", {}).items():
+                e = merged.setdefault(action, {"action": action, "phases": [], "always": False})
+                e["phases"].append(phase)
+                if hit["always"] and not e["always"] or "source" not in e:
+                    e.update(always=hit["always"], source=_cite(calls, hit["source"]), path=" > ".join(hit["path"]),
+                             when=hit["when"])
+        if not merged:
+            raise SystemExit(f"{t}: the provider's walk reached no API action")
+        by_type[t] = [merged[a] for a in sorted(merged)]
     actions = sorted({e["action"] for es in by_type.values() for e in es})
     return {
-        "about": "RAM policy of the identity that runs `pulumi preview`/`up` for the shipped stacks; generated by "
-                 "tools/ram_policy.py from the resource types and invokes they record (docs/real-cloud.md).",
-        "provider_commit": commit,
+        "about": "RAM policy of the identity that runs `pulumi preview`/`up`/`destroy` for the shipped stacks; "
+                 "generated by tools/ram_policy.py from the resource types and invokes they record and the "
+                 "provider's call graph (tests/data/alicloud_provider_calls.json; docs/real-cloud.md).",
+        "provider_commit": calls["provider_commit"],
         "policy": {"Version": "1", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]},
         "by_type": by_type,
     }
 
 
+def _cite(calls: dict, source: str) -> str:
+    return f"aliyun/terraform-provider-alicloud@{calls['provider_commit'][:7]}:{source}"
+
+
+def purpose(conds: list[str]) -> str:
+    """What a branch is for, in words, from the provider's conditions on its path: the inputs whose change leads
+    there (`d.HasChange("x")`, or a flag the Update sets under such tests), an input's value (`d.Get("x")`), a
+    destroy forced through a non-empty
+    bucket or attached policy, a per-item loop of a data source, a resource the API does not have yet."""
+    text = " ".join(conds)
+    fields = list(dict.fromkeys(re.findall(r'"([a-z][\w.]*)"', " ".join(
+        re.findall(r"HasChanges?\([^)]*\)|set by a change of [^)]*", text)))))
+    fields += [f for f in re.findall(r"set by a change of ([\w, .]+)", text) for f in f.split(", ")
+               if f and f not in fields and not f.startswith(".")]
+    said = []
+    if fields:
+        shown = ", ".join(f"`{f}`" for f in fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
+        said.append(f"a change of {shown}")
+    if 'd.Get("force_destroy")' in text:
+        said.append("destroying a non-empty bucket with `force_destroy`")
+    elif 'd.Get("force")' in text:
+        said.append("destroying with `force` (detach and delete versions first)")
+    read = [f for f in dict.fromkeys(re.findall(r'd\.Get(?:Ok|OkExists)?\("([a-z]\w*)"\)', text))
+            if f not in ("force_destroy", "force")]
+    if read:
+        said.append("the value of " + ", ".join(f"`{f}`" for f in read))
+    if "NotFoundError(err)" in text:
+        said.append("when the API does not have it yet")
+    if re.search(r"(^| )for [^;]*range", text) and not said:
+        said.append("once per item the data source lists")
+    return "; ".join(said) or "a provider-side condition (see the conditions)"
+
+
+def branch_table(policy: dict) -> str:
+    """Markdown rows of the actions no run of their type takes on every path, each with what it is for and the
+    conditions (Go, as the provider spells them) on the path that leads to it."""
+    rows = ["| action | type | phases | for | provider conditions on the path |", "|---|---|---|---|---|"]
+    for t, entries in policy["by_type"].items():
+        for e in entries:
+            if e["always"]:
+                continue
+            conds = list(dict.fromkeys(c.split(": ", 1)[1] for c in e["when"]))  # the same test in two functions
+            when = " and ".join(f"`{c}`" for c in conds).replace("|", "\\|")
+            rows.append(f"| `{e['action']}` | `{t.split(':')[-1]}` ({t.split(':')[1].split('/')[0]}) | "
+                        f"{', '.join(e['phases'])} | {purpose(conds)} | {when} |")
+    return "\n".join(rows) + "\n"
+
+
+def render_doc(text: str, policy: dict) -> str:
+    if not TABLE.search(text):
+        raise SystemExit(f"{DOC.relative_to(REPO)} has no <!-- generated:ram-branch-actions --> block")
+    return TABLE.sub(lambda m: m.group(1) + branch_table(policy) + m.group(3), text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tf-src", type=Path, required=True, help="a clone of aliyun/terraform-provider-alicloud")
-    args = ap.parse_args(argv)
-    commit = json.loads(SCHEMA.read_text())["commit"]
-    work = Path(subprocess.run(["mktemp", "-d"], capture_output=True, text=True, check=True).stdout.strip())
-    subprocess.run(f"git --git-dir={args.tf_src / '.git' if (args.tf_src / '.git').exists() else args.tf_src} "
-                   f"archive {commit} alicloud | tar -x -C {work}", shell=True, check=True)
-    OUT.write_text(json.dumps(derive(work, commit), indent=2) + "\n")
-    print(f"wrote {OUT.relative_to(REPO)}")
+    ap.parse_args(argv)
+    policy = derive(json.loads(CALLS.read_text()), *recorded())
+    OUT.write_text(json.dumps(policy, indent=2) + "\n")
+    DOC.write_text(render_doc(DOC.read_text(), policy))
+    print(f"wrote {OUT.relative_to(REPO)}, {DOC.relative_to(REPO)}")
     return 0
 
 
