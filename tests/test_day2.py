@@ -115,7 +115,7 @@ def test_a_change_the_program_refuses_exits_2_naming_the_setting(tmp_path, capsy
     def refuse(base, path, stack):
         raise day2.ChangeRefused("refused change: cluster.public_api is create-only; see docs/review-and-teardown.md")
 
-    monkeypatch.setattr(plan, "change_report", refuse)
+    monkeypatch.setattr(plan, "change_review", refuse)
     out = tmp_path / "out"
     assert plan.main(["--stack", "dev", "--base-config-file", str(STACKS_DIR / "Pulumi.dev.yaml"),
                       "--out", str(out)]) == 2
