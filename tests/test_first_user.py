@@ -48,11 +48,22 @@ def test_a_missing_file_path_exits_2_saying_what_to_give(tmp_path, capsys):
     assert "Give a stack name" in capsys.readouterr().err
 
 
-def test_teardown_refuses_a_file_path_for_stack_and_says_the_name_to_type(capsys):
+def test_teardown_takes_a_stack_file_path_as_plan_does_and_destroys_the_stack_it_names(tmp_path):
+    args = teardown.parse_args(["--stack", "stacks/Pulumi.dev.yaml", "--dry-run"])
+    assert (args.stack, args.stack_file) == ("dev", "stacks/Pulumi.dev.yaml")
+    copy = tmp_path / "Pulumi.mine.yaml"
+    copy.write_text((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+    seen = []
+    teardown.main(["--stack", str(copy), "--dry-run"], load_stack=lambda f: seen.append(f) or _raise(),
+                  err=lambda line: None)
+    assert seen == [str(copy)]  # the file given is the file read
     with pytest.raises(SystemExit) as info:
-        teardown.main(["--stack", "stacks/Pulumi.dev.yaml", "--dry-run"])
-    assert info.value.code == 2
-    assert "`--stack dev` reads stacks/Pulumi.dev.yaml" in capsys.readouterr().err
+        teardown.parse_args(["--stack", str(tmp_path / "mine.yaml")])
+    assert info.value.code == 2  # no stack name in the file name: `pulumi destroy --stack` would get a guess
+
+
+def _raise():
+    raise teardown.StackError("stop here")
 
 
 def test_teardown_lists_every_problem_of_an_invalid_stack_file_with_exit_2(tmp_path, monkeypatch):
