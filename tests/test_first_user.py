@@ -269,3 +269,36 @@ def test_make_setup_announces_each_step_and_keeps_pips_package_lines_and_exit_st
     steps = [line for line in run.stdout.splitlines() if line.startswith('echo "setup:')]
     assert len(steps) >= 4, run.stdout
     assert "set -o pipefail" in run.stdout and "Collecting" in run.stdout and "--quiet -r requirements-dev" not in run.stdout
+
+
+# --------------------------------------------------------------------------------------------- every mistake at once
+def test_a_stack_file_with_three_independent_mistakes_gets_all_three_in_one_run(tmp_path, capsys):
+    # dev copied to two nodes: one run used to refuse the node_ids count, the next the security group, the third
+    # the host-network CIDRs
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"]["gpu_pool"]["nodes"] = 2
+    rc, err = _plan_file(tmp_path, capsys, yaml.safe_dump(doc))
+    assert rc == 2 and "3 problem(s)" in err
+    for field, fix in (("gpu_pool.lingjun.node_ids", "list exactly that many EFLO node ids"),
+                       ("gpu_pool.lingjun.security_group_id", "give the Lingjun nodes' security group"),
+                       ("job.host_network_cidrs", "list the GPU nodes' vSwitch CIDRs")):
+        line = next(line for line in err.splitlines() if line.startswith(f"  - {field}: "))
+        assert fix in line
+
+
+def test_rule_problems_and_gpu_layout_problems_come_in_the_same_run():
+    over = {"zones": ["ap-southeast-1a", "ap-southeast-1b"], "gpu_pool": {"zone": "ap-southeast-1c"},
+            "tags": {f"k{i}": "v" for i in range(8)}, "model": {"rollout_tp": 3}}
+    with pytest.raises(SettingsError) as info:
+        parse_settings(stack_settings("dev", over))
+    fields = [p.field for p in info.value.problems]
+    assert "gpu_pool.zone" in fields and "tags" in fields
+    assert any(f.startswith("model.") for f in fields), fields  # the layout's own rule, not hidden behind them
+
+
+def test_every_cross_field_rule_of_the_settings_reports_and_lets_the_others_run():
+    from components.config import Settings
+
+    after = {name: d for name, d in Settings.__pydantic_decorators__.model_validators.items() if d.info.mode == "after"}
+    assert after and all(getattr(d.func, "collects_every_problem", False) for d in after.values()), \
+        [n for n, d in after.items() if not getattr(d.func, "collects_every_problem", False)]

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from components.config import yamlread
 from components.config.project import CONFIG_NAMESPACES, PROJECT, SECRET_KEYS, SETTINGS_KEY, STACKS_DIR
 from components.config.root import Settings
+from components.config.rules import collecting
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -25,10 +26,12 @@ class Problem(BaseModel):
 
 
 class SettingsError(Exception):
-    """All problems found in a stack's settings, each naming the field, the rule and a fix."""
+    """All problems found in a stack's settings, each naming the field, the rule and a fix. `settings`: the model
+    built despite them when only cross-field rules failed (later checks, the GPU layout's, can still run on it)."""
 
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[Problem], settings: Settings | None = None):
         self.problems = problems
+        self.settings = settings
         super().__init__("invalid verl-ack settings:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
@@ -95,11 +98,24 @@ def validate_settings(raw: dict) -> Settings:
     if not isinstance(raw, dict):
         raise SettingsError([Problem(field=SETTINGS_KEY, message=f"must be a mapping of settings, not {_what(raw)}; "
                                      "write `name: ...`, `region: ...` lines under it")])
-    try:
-        check_document(raw, SETTINGS_KEY)
-        return Settings.model_validate(raw)
-    except ValidationError as err:
-        raise SettingsError(_pydantic_problems(err)) from None
+    check_document(raw, SETTINGS_KEY)
+    with collecting() as broken:  # every cross-field rule runs and reports, not only the first (config/rules.py)
+        try:
+            settings = Settings.model_validate(raw)
+        except ValidationError as err:
+            raise SettingsError(_pydantic_problems(err) + _rule_problems(broken)) from None
+    if broken:
+        raise SettingsError(_rule_problems(broken), settings)
+    return settings
+
+
+def _rule_problems(found: list[tuple[str, str]]) -> list[Problem]:
+    seen: list[Problem] = []
+    for field, message in found:
+        p = Problem(field=field, message=message)
+        if p not in seen:
+            seen.append(p)
+    return seen
 
 
 class StackFileNotFound(FileNotFoundError):
