@@ -337,6 +337,7 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
                             secret_keys, project=PROJECT, stack=f"{stack}-as-single")
         platform = dataclasses.replace(platform, fresh=(fresh_settings, fresh))
     recording.platform = platform
+    recording.stack_file = path
     sections = plan_sections(settings, recording)
     tmp = Path(tempfile.mkdtemp(prefix=f"plan-{stack}-"))
     try:

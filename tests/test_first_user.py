@@ -3,6 +3,7 @@ traceback or silence (issue 22 items 5-10)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -12,8 +13,9 @@ import yaml
 import plan
 import teardown
 from components.config import STACKS_DIR, SettingsError, raw_settings
+from components.config.placeholders import placeholders
 from components.model import parse_settings
-from tests.conftest import REAL_DEV_VALUES, deep_merge, stack_settings
+from tests.conftest import REAL_DEV_VALUES, STACKS, deep_merge, stack_settings
 
 REPO = plan.REPO
 
@@ -152,6 +154,38 @@ def test_plan_md_and_plan_json_list_the_placeholders_as_the_before_your_first_up
     md = (out / "plan.md").read_text()
     section = md.split("## Before your first `up`", 1)[1].split("\n## ", 1)[0]
     assert "| `image.digest` | `sha256:" + "0" * 64 + "` |" in section and "ACR console" in section
+
+
+def _marked_replace(text: str) -> list[str]:
+    """The dotted settings a stack file marks `# replace`, read from its indentation (not the program's parser)."""
+    keys: list[tuple[int, str]] = []
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^(\s*)([A-Za-z_][\w.:-]*):(.*)$", line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        indent = len(m.group(1))
+        keys = [(i, k) for i, k in keys if i < indent] + [(indent, m.group(2))]
+        if re.search(r"\s#\s*replace\b", m.group(3)):
+            out.append(".".join(k for _, k in keys[2:]))  # below config: and verl-ack:settings:
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_checklist_lists_every_setting_its_stack_file_marks_replace_and_the_marks_cover_every_placeholder(
+        stack, tmp_path):
+    text = (STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()
+    marked = _marked_replace(text)
+    result = plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / "o")
+    listed = [p["field"] for p in result["sections"]["checklist"]["placeholders"]]
+    assert sorted(listed) == sorted(marked)
+    # every value the program recognises as a placeholder (what a real preview refuses) is marked in the file too
+    recognised = {p.field.split("[")[0] for p in placeholders(parse_settings(raw_settings(STACKS_DIR / f"Pulumi.{stack}.yaml")))}
+    assert recognised <= set(marked), recognised - set(marked)
+    missed_before = {"dev": {"image.registry_host", "storage.bucket_name"}, "dev-platform": {"image.registry_host"},
+                     "multinode": {"job.host_network_cidrs", "gpu_pool.lingjun.ray_admit_cidrs"},
+                     "dev-grpo": {"platform_stack"}, "dev-sweep": {"platform_stack"}}
+    assert missed_before.get(stack, set()) <= set(listed)
 
 
 def test_a_stack_without_placeholders_says_so_in_the_checklist(tmp_path):
