@@ -336,3 +336,25 @@ def test_every_cross_field_rule_of_the_settings_reports_and_lets_the_others_run(
     after = {name: d for name, d in Settings.__pydantic_decorators__.model_validators.items() if d.info.mode == "after"}
     assert after and all(getattr(d.func, "collects_every_problem", False) for d in after.values()), \
         [n for n, d in after.items() if not getattr(d.func, "collects_every_problem", False)]
+
+
+# --------------------------------------------------------------------------------------------- misplaced keys
+@pytest.mark.parametrize("key", ["sandbox_api_key", "sandboxApiKey", "hf_token", "oss_access_key_secret"])
+def test_a_secret_written_under_settings_gets_the_plaintext_secret_refusal_without_its_value(tmp_path, capsys, key):
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"][key] = "sk-LEAK-under-settings-5f2a9c"
+    rc, err = _plan_file(tmp_path, capsys, yaml.safe_dump(doc))
+    assert rc == 2
+    line = next(line for line in err.splitlines() if line.startswith(f"  - {key}: "))
+    assert "a secret written in plaintext" in line and "pulumi config set --secret" in line
+    assert "unknown setting" not in line and "sk-LEAK" not in err
+
+
+def test_a_misspelt_nested_key_gets_a_did_you_mean(tmp_path, capsys):
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"]["gpu_pool"]["gpus_per_nod"] = 8
+    doc["config"]["verl-ack:settings"]["cluster"]["network"]["vpcid"] = "vpc-x"
+    rc, err = _plan_file(tmp_path, capsys, yaml.safe_dump(doc))
+    assert rc == 2
+    assert "  - gpu_pool.gpus_per_nod: unknown setting; did you mean `gpus_per_node`?" in err
+    assert "  - cluster.network.vpcid: unknown setting; did you mean `vpc_id`?" in err

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +68,46 @@ def _what(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings model inside a field's type (Optional[X], dict[str, X], list[X], Annotated[X, ...])."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (found := _inner_model(arg)) is not None:
+            return found
+    return None
+
+
+def _siblings(loc: tuple) -> list[str]:
+    """The setting names allowed beside the last part of `loc` (a dict's keys are skipped on the way)."""
+    model: type[BaseModel] | None = Settings
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if model is not None and isinstance(part, str) else None
+        if field is not None:
+            model = _inner_model(field.annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+# A secret written as a setting: the secret keys by their config name and by their field name (sandbox_api_key).
+_SECRET_NAMES = {name: key for key in SECRET_KEYS for name in (key, re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower())}
+
+
+def _unknown_setting(loc: tuple) -> str:
+    name = str(loc[-1]) if loc else ""
+    if name in _SECRET_NAMES:
+        key = _SECRET_NAMES[name]
+        return (f"a secret written in plaintext under {SETTINGS_KEY}: delete this line and run `pulumi config set "
+                f"--secret {key} <value>`, which stores it encrypted, and rotate the value: it has been readable by "
+                "anyone with the file")
+    near = difflib.get_close_matches(name, _siblings(loc), n=1, cutoff=0.6)
+    hint = f"did you mean `{near[0]}`? " if near else ""
+    return f"unknown setting; {hint}(check the spelling against stacks/stack.schema.json)"
+
+
 def _message(e: dict) -> str:
     kind, msg = e["type"], e["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        return "unknown setting (check the spelling against stacks/stack.schema.json)"
+        return _unknown_setting(tuple(e["loc"]))
     if kind == "string_type":
         got = e.get("input")
         if isinstance(got, (bool, int, float, datetime.date)):
