@@ -68,8 +68,12 @@ lint: setup
 schemas:
 	.ci/fetch-schemas
 
+# One line per test file with its share of the run (pyproject's `-q` alone prints only dots, for minutes on a small
+# machine); the slowest tests are listed at the end.
+TEST_PROGRESS = -o addopts= --durations=10
+
 test: lint schemas torch
-	$(PY) -m pytest
+	$(PY) -m pytest $(TEST_PROGRESS)
 
 schema: setup
 	$(PY) -m components.config

@@ -136,3 +136,4 @@ def test_the_pr_comment_carries_the_whole_report(dev_3b_to_7b, tmp_path):
     for part in ("### Settings changed", "`model.preset`", "### What they do", "| data-model | `", "### What it costs"):
         assert part in comment
     assert "## verl command line" not in comment
+
