@@ -100,8 +100,8 @@ def _unknown_setting(loc: tuple) -> str:
                 f"--secret {key} <value>`, which stores it encrypted, and rotate the value: it has been readable by "
                 "anyone with the file")
     near = difflib.get_close_matches(name, _siblings(loc), n=1, cutoff=0.6)
-    hint = f"did you mean `{near[0]}`? " if near else ""
-    return f"unknown setting; {hint}(check the spelling against stacks/stack.schema.json)"
+    hint = f"; did you mean `{near[0]}`?" if near else ""
+    return f"unknown setting{hint} (check the spelling against stacks/stack.schema.json)"
 
 
 def _message(e: dict) -> str:
