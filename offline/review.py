@@ -22,6 +22,7 @@ from typing import Any
 
 from offline.changes import Change, parse_path
 from offline.engine import SECRET, Recording
+from offline.report.cost import run_and_month
 
 # How much of a long value to show on either side of where old and new differ.
 CONTEXT = 24
@@ -226,16 +227,17 @@ def figures(plan: dict) -> dict[str, float | None]:
     cost, lat = sec.get("cost") or {}, sec.get("latency") or {}
     layout = ((sec.get("layout") or {}).get("layout")) or {}
     memory = layout.get("memory") or {}
-    total = cost.get("total")
-    per_run = _num(total) if not isinstance(total, dict) else None
-    per_month = (_num(total.get("per_month")) if isinstance(total, dict) else _num(cost.get("idle_per_month")))
+    per_run, per_month = (_num(x) for x in run_and_month(cost)) if cost else (None, None)
     gpu_node_hours = _num(cost.get("gpu_node_hours"))
     gpus = _num(layout.get("gpus_per_node"))
+    use = cost.get("platform_gpu_use") or {}
     split = lat.get("split") or {}
     return {
         "cost_per_run": per_run,
         "cost_per_month": per_month,
-        "gpu_hours_per_run": round(gpu_node_hours * gpus, 2) if gpu_node_hours is not None and gpus else None,
+        # on a platform's pool the GPU time is the platform's bill, but the run uses it all the same
+        "gpu_hours_per_run": (_num(use.get("gpu_hours")) if use else
+                              round(gpu_node_hours * gpus, 2) if gpu_node_hours is not None and gpus else None),
         "first_step_minutes": _num(lat.get("first_step_minutes")),
         "fresh_first_step_minutes": _num(split.get("fresh_first_step_minutes")),
         "platform_up_minutes": _num(lat.get("graph_minutes")) if "first_step_minutes" not in lat else None,
@@ -246,7 +248,7 @@ def figures(plan: dict) -> dict[str, float | None]:
 
 # label, unit, decimals
 FIGURES = {
-    "cost_per_run": ("cost per run (ESTIMATE)", "{currency}", 2),
+    "cost_per_run": ("cost per run (ESTIMATE; with the GPU time it uses of a platform's pool)", "{currency}", 2),
     "cost_per_month": ("cost per month left up (ESTIMATE)", "{currency}", 2),
     "gpu_hours_per_run": ("GPU-hours per run", "GPU-h", 2),
     "first_step_minutes": ("modelled time to the first training step", "min", 1),
@@ -305,6 +307,10 @@ def target_warnings(base_plan: dict, plan: dict) -> list[str]:
     for f in (plan["sections"].get("layout") or {}).get("findings", []):
         if (f.get("field"), f.get("message")) not in findings:
             out.append(f"new GPU layout finding ({f.get('severity')}) `{f.get('field')}`: {f.get('message')}")
+    def over(p: dict) -> list[str]:
+        return ((p["sections"].get("cost") or {}).get("budget") or {}).get("over") or []
+
+    out += [f"over budget: {o} (cost section)" for o in over(plan) if o not in over(base_plan)]
     for w in plan.get("warnings", []):
         if w not in base_plan.get("warnings", []):
             out.append(f"new warning: {w}")

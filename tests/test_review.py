@@ -137,3 +137,16 @@ def test_the_pr_comment_carries_the_whole_report(dev_3b_to_7b, tmp_path):
         assert part in comment
     assert "## verl command line" not in comment
 
+
+
+def test_a_change_that_moves_the_run_over_its_budget_warns(dev_3b_to_7b, tmp_path):
+    _, _, old, new = dev_3b_to_7b
+    budget = round((old["sections"]["cost"]["total"] + new["sections"]["cost"]["total"]) / 2, 2)
+    over = {"cost": {"budget_per_run": budget}}
+    base = plan.build_plan(_write(tmp_path / "Pulumi.dev.yaml", "dev", over), "dev", tmp_path / "b")
+    seven = plan.build_plan(_write(tmp_path / "Pulumi.dev.yaml", "dev", deep_merge(SEVEN_B, over)), "dev", tmp_path / "n")
+    assert base["sections"]["cost"]["budget"]["over"] == []
+    (message,) = seven["sections"]["cost"]["budget"]["over"]
+    assert f"{new['sections']['cost']['total']:,.2f} USD" in message and f"{budget:,.2f}" in message
+    assert f"over budget: {message} (cost section)" in review.target_warnings(base, seven)
+    assert "**warning: over budget**" in (tmp_path / "n" / "plan.md").read_text()
