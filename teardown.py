@@ -24,6 +24,11 @@ index. Anything else is refused, never guessed: no tracker at all (no save ever 
 is not plain decimal digits or names a missing step, a folder missing files (a save, a copy or a
 max_actor_ckpt_to_keep rotation in progress, or an empty folder that ossfs left).
 
+`--stack` takes a stack name or the path of a stack file named Pulumi.<stack>.yaml, as plan.py does. First of all
+it prints what the teardown leaves billing (offline/report/teardown_bill.py: the same lines as plan.md's section
+"After a teardown"; a platform's names its experiment stacks), before any OSS request, so a run that cannot reach
+OSS still shows it and then says what it could not check.
+
 This tool:
 1. takes a lock (see below), lists the experiment and picks the complete step described above;
 2. refuses a kept prefix that an expiry lifecycle rule covers: the rules the program gives a new bucket
