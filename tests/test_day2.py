@@ -15,9 +15,7 @@ from offline import day2
 from offline.engine import StackOutputs, run_program
 from tests.conftest import REPO, STACKS, deep_merge, record
 
-# The diffs a second preview still shows on this branch, each a defect of issue 19 that another branch fixes
-# (add-on config JSON: items 1; ALB controller tags: 2; bucket policy/logging: 3; data Job TTL: 4).
-# Every defect issue 19 named (spaced add-on JSON, stripped controller tags, the bucket's inline policy and logging,
+# Every defect the day-2 review named (spaced add-on JSON, stripped controller tags, the bucket's inline policy and logging,
 # TTL-deleted Jobs) is fixed: the second preview of every stack is empty. A stack listed here would say what is not.
 KNOWN_DEFECTS: dict[str, dict[str, tuple]] = {}
 

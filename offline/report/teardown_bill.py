@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from components.cloud.cluster import DELETE_WITH_CLUSTER
-from components.config import STACKS_DIR, Settings
+from components.config import STACKS_DIR, Settings, raw_settings
 from components.config.loading import stack_name
 from keeper.destroy import GUARDED_TYPES
 from offline.report.cost import HOURS_PER_MONTH, storage_gib, training_steps
@@ -44,8 +44,6 @@ def _label(type_: str) -> str:
 
 def dependent_experiments(platform: str, stacks_dir=STACKS_DIR) -> list[str]:
     """The experiment stack files in stacks/ whose platform_stack names `platform` (by its last part)."""
-    from components.config import raw_settings  # the stack files are read only when asked
-
     out = []
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
         try:
