@@ -69,9 +69,13 @@ schemas:
 	.ci/fetch-schemas
 
 # -n auto: one worker per core (the suite is CPU-bound: most of it renders the program); --dist loadfile keeps a
-# file's tests in one worker, so the per-process render cache (tests/conftest.py record) serves all of them.
+# file's tests in one worker, so the per-process render cache (tests/conftest.py record) serves all of them. With
+# workers pytest prints only dots; tests/conftest.py prints one line per test file as it completes (pyproject's `-q`
+# alone would print only dots, for minutes on a small machine); the slowest tests are listed at the end.
+TEST_PROGRESS = -n auto --dist loadfile --durations=10
+
 test: lint schemas torch
-	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest $(TEST_PROGRESS)
 
 schema: setup
 	$(PY) -m components.config

@@ -44,7 +44,7 @@ try:
     )
     from components.config.loading import StackFileNotFound, missing_stack_message, stack_name
     from components.model import parse_settings
-    from offline import day2
+    from offline import day2, review
     from offline.engine import SECRET, Recording, StackOutputs, run_program
     from offline.report import plan_sections
     from offline.report.latency import PlatformRun, single_of_pair
@@ -295,8 +295,31 @@ def change_report(base_path: Path, path: Path, stack: str) -> list:
     return day2.change_report(base, lambda own, prior: record_stack(path, stack, own, prior))
 
 
+@dataclasses.dataclass
+class ChangeReview:
+    """What build_plan needs to write a change report: the changes and the two runs and plans they come from."""
+
+    changes: list
+    base_name: str
+    base_settings: dict
+    base: Recording  # the base file's run (the state's source)
+    new: Recording  # the new file's run over that state
+    base_plan: dict  # the base file's own offline plan (its figures are the report's "old")
+
+
+def change_review(base_path: Path, path: Path, stack: str) -> ChangeReview:
+    """The change report of `path` against `base_path`: the changes (day2.ChangeRefused when the program refuses)
+    with the recordings and the base's plan, so the report can say old -> new for settings, fields and figures."""
+    base = record_stack(base_path, stack)
+    state, new = day2.second_run(base, lambda own, prior: record_stack(path, stack, own, prior))
+    found = day2.changes(base, state, new)
+    with tempfile.TemporaryDirectory(prefix=f"plan-{stack}-base-") as tmp:
+        base_plan = build_plan(base_path, stack, Path(tmp) / "base")
+    return ChangeReview(found, f"`{base_path}`", raw_settings(base_path), base, new, base_plan)
+
+
 def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None,
-               changes: tuple[list, str] | None = None) -> dict:
+               changes: ChangeReview | None = None) -> dict:
     # SettingsError -> exit 2 before anything runs: the settings first (every problem with its field), then the
     # rest of the config as the program will see it.
     raw = raw_settings(path)
@@ -314,6 +337,7 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
                             secret_keys, project=PROJECT, stack=f"{stack}-as-single")
         platform = dataclasses.replace(platform, fresh=(fresh_settings, fresh))
     recording.platform = platform
+    recording.stack_file = path
     sections = plan_sections(settings, recording)
     tmp = Path(tempfile.mkdtemp(prefix=f"plan-{stack}-"))
     try:
@@ -335,13 +359,15 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
             "counts": {"resources": len(recording.resources), "manifests": len(manifests)},
         }
         if changes is not None:
-            plan["changes"] = [c.as_json() for c in changes[0]]
+            plan["changes"] = [c.as_json() for c in changes.changes]
+            plan["review"] = review.review(changes.base_settings, raw, changes.changes, changes.base, changes.new,
+                                           changes.base_plan, json.loads(json.dumps(plan, default=str)))
         (tmp / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=False, default=str) + "\n")
         plan = json.loads((tmp / "plan.json").read_text())  # plan.md, plan.svg: from exactly what plan.json holds
         md = render_markdown(plan, sections)
         if changes is not None:  # first in plan.md, after the one-paragraph header
             title, intro, rest = md.split("\n\n", 2)
-            md = "\n\n".join([title, intro, day2.markdown(*changes).rstrip("\n"), rest])
+            md = "\n\n".join([title, intro, review.markdown(plan["review"], changes.base_name).rstrip("\n"), rest])
         (tmp / "plan.md").write_text(md)
         (tmp / "plan.svg").write_text(plan_svg(stack, plan["sections"]["latency"], plan["sections"]["cost"]))
         (tmp / "dependencies.mmd").write_text(mermaid(plan["resources"]))
@@ -381,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.base_config_file.exists():
                 print(f"error: no base stack file {args.base_config_file}", file=sys.stderr)
                 return 2
-            changes = (change_report(args.base_config_file, path, stack), f"`{args.base_config_file}`")
+            changes = change_review(args.base_config_file, path, stack)
         plan = build_plan(path, stack, out, changes=changes)
     except day2.ChangeRefused as err:
         print(f"stack {stack}: {err}; nothing written", file=sys.stderr)

@@ -24,6 +24,11 @@ index. Anything else is refused, never guessed: no tracker at all (no save ever 
 is not plain decimal digits or names a missing step, a folder missing files (a save, a copy or a
 max_actor_ckpt_to_keep rotation in progress, or an empty folder that ossfs left).
 
+`--stack` takes a stack name or the path of a stack file named Pulumi.<stack>.yaml, as plan.py does. First of all
+it prints what the teardown leaves billing (offline/report/teardown_bill.py: the same lines as plan.md's section
+"After a teardown"; a platform's names its experiment stacks), before any OSS request, so a run that cannot reach
+OSS still shows it and then says what it could not check.
+
 This tool:
 1. takes a lock (see below), lists the experiment and picks the complete step described above;
 2. refuses a kept prefix that an expiry lifecycle rule covers: the rules the program gives a new bucket
@@ -106,7 +111,8 @@ def print_error(line: str) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="teardown.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<name>.yaml)")
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<name>.yaml) or the path of a stack file, "
+                   "as plan.py takes it")
     p.add_argument("--dry-run", action="store_true", help="show what would be copied; change nothing, take no lock")
     p.add_argument("--destroy", action="store_true", help="run `pulumi destroy` after a verified copy")
     keep_to = p.add_mutually_exclusive_group()
@@ -120,10 +126,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="first remove the lock claim of teardown run RUN_ID (named in the refusal), which must no "
                         "longer be running")
     args = p.parse_args(argv)
+    # A path is read as plan.py reads it; `pulumi destroy --stack` gets the stack it configures (Pulumi.<name>.yaml).
+    args.stack_file = args.stack
     if "/" in args.stack or args.stack.endswith((".yaml", ".yml")):
-        # The name is also the one `pulumi destroy --stack` receives, so a file path cannot stand in for it.
-        name = args.stack.rsplit("/", 1)[-1].removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
-        p.error(f"--stack takes the stack's name, not a file: `--stack {name}` reads stacks/Pulumi.{name}.yaml")
+        name = args.stack.rsplit("/", 1)[-1]
+        for suffix in (".yaml", ".yml"):
+            if name.startswith("Pulumi.") and name.endswith(suffix) and len(name) > len("Pulumi.") + len(suffix):
+                name = name[len("Pulumi."):-len(suffix)]
+                break
+        else:
+            p.error(f"--stack {args.stack}: a stack file is named Pulumi.<stack>.yaml (the stack `pulumi destroy` "
+                    "gets); rename it or give the stack's name")
+        args.stack = name
     if args.dry_run and args.destroy:
         p.error("--dry-run and --destroy exclude each other")
     if args.dry_run and args.break_lock:
@@ -157,6 +171,22 @@ def default_load_stack(name: str):
         raise StackError(str(err)) from err
 
 
+def default_bill(stack_file: str, stack: str, settings) -> list[str]:
+    """What the teardown leaves billing, as every plan.md says it (offline/report/teardown_bill.py): the stack's
+    program run offline (no cloud, no OSS), so it is known before anything is read or destroyed."""
+    import plan as offline_plan
+    from components.config.loading import stack_file as file_of
+    from offline.report.teardown_bill import summary_lines, teardown_bill
+
+    recording = offline_plan.record_stack(file_of(stack_file), stack)
+    return summary_lines(teardown_bill(settings, recording, stack))
+
+
+# What only OSS can tell, so a run that cannot read it says what it left unchecked.
+NOT_CHECKED = ("not checked without OSS: which checkpoint step is complete and would be kept, the destination "
+               "bucket's live lifecycle rules, and whether another teardown holds the lock")
+
+
 def default_lifecycle_rules(settings) -> list[dict]:
     # The very function that configures a new bucket, so the check cannot drift from the bucket.
     from components.cloud.storage import lifecycle_rules
@@ -172,6 +202,7 @@ def main(
     destroy: Callable[[list[str]], int] = run_destroy,
     pulumi: Callable[[list[str]], int] = run_destroy,
     state: Callable[[str], dict] = export_state,
+    bill: Callable[[str, str, object], list[str]] = default_bill,
     env: dict[str, str] | None = None,
     log: Callable[[str], None] = print,
     err: Callable[[str], None] = print_error,
@@ -179,10 +210,16 @@ def main(
     args = parse_args(argv)
     env = dict(os.environ) if env is None else env
     try:
-        settings = load_stack(args.stack)
+        settings = load_stack(args.stack_file)
     except StackError as error:
         err(f"error: {error}")
         return 2
+    try:
+        for line in bill(args.stack_file, args.stack, settings):
+            log(line)
+    except Exception as error:  # noqa: BLE001 - the summary informs; it never blocks keeping the checkpoint
+        err(f"warning: could not work out what the teardown leaves billing ({_first_line(error)}); plan.md's "
+            "section \"After a teardown\" has it")
     storage, training = settings.storage, settings.training
     dest_bucket = args.keep_bucket or storage.bucket_name
     kept_root = args.keep_prefix or storage.kept_prefix
@@ -203,6 +240,8 @@ def main(
                              credentials_provider=credentials_provider_from_env(env, settings.region))
     except (ValueError, CredentialsMissing) as error:
         err(f"error: {error}")
+        if isinstance(error, CredentialsMissing):
+            err(NOT_CHECKED)
         return 2
 
     lock = None if args.dry_run else TeardownLock(client, dest_bucket, lock_prefix(dest_exp), stack=args.stack)
@@ -268,6 +307,7 @@ def _keep_one(args, settings, experiment: str, client: oss.Client, dest_bucket: 
         # Network, credentials or a missing bucket: one line naming what was read, not an SDK traceback.
         err(f"error: cannot list oss://{storage.bucket_name}/{storage.checkpoints_prefix} "
             f"({_first_line(error)}); nothing copied or destroyed")
+        err(NOT_CHECKED)
         return 1
     except NoCheckpoints as error:
         if args.destroy and args.allow_no_checkpoint:

@@ -110,6 +110,8 @@ class Recording:
     secret_outputs: list[str] = field(default_factory=list)  # names of the stack outputs that are secrets
     # An experiment's platform run (offline/report/latency.py PlatformRun), set by plan.py; reports read it.
     platform: Any = None
+    # The stack file the run's settings came from, set by plan.py; the checklist reads its `# replace` marks.
+    stack_file: Any = None
     invokes: list[dict] = field(default_factory=list)
     logs: list[tuple[str, str]] = field(default_factory=list)
     # urn -> RawState: what the program sent and the engine answered, unredacted (offline/day2.py replays it).

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from pulumi.runtime import rpc
 
+from components.config.addons import DEFAULT_ADDONS
 from offline.engine import RawState, Recording
 
 ADDON = "alicloud:cs/kubernetesAddon:KubernetesAddon"
@@ -137,7 +138,7 @@ class Rule:
 # stored (ACK's schema is the chart's values, the assumption docs/uncertain-facts.md names); elsewhere ACK is assumed
 # to keep every key sent. add-on name -> the chart values file.
 CHARTS_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "charts"
-ADDON_CHARTS = {"ack-sandbox-manager": "kruise-agents-sandbox-manager-0.2.0.values.yaml"}
+ADDON_CHARTS = {DEFAULT_ADDONS["sandbox_manager"]: "kruise-agents-sandbox-manager-0.2.0.values.yaml"}
 
 
 @cache

@@ -100,3 +100,47 @@ def record(stack: str = "dev", overrides: dict | None = None) -> Recording:
 @pytest.fixture(params=SINGLE_STACKS)
 def stack_name(request) -> str:
     return request.param
+
+
+# ------------------------------------------------------------------------------------------ progress per test file
+# `make test` runs the suite on several workers (pytest-xdist), whose terminal output is one dot per test: the
+# controller prints a line per test file as its last test reports, so a long run shows where it is.
+_progress: dict[str, list[int]] = {}  # file -> [tests reported, tests collected]
+_failed: dict[str, int] = {}
+
+
+def _workers(config) -> int:
+    return int(getattr(config.option, "numprocesses", 0) or 0) if config.pluginmanager.hasplugin("xdist") else 0
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    if not _progress:  # every worker collects the same tests
+        for nodeid in ids:
+            _progress.setdefault(nodeid.split("::")[0], [0, 0])[1] += 1
+
+
+def pytest_runtest_logreport(report):
+    entry = _progress.get(report.nodeid.split("::")[0])
+    if entry is None or not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return
+    path = report.nodeid.split("::")[0]
+    entry[0] += 1
+    if report.failed:
+        _failed[path] = _failed.get(path, 0) + 1
+    if entry[0] == entry[1] and _reporter is not None:
+        done = sum(e[0] for e in _progress.values())
+        total = sum(e[1] for e in _progress.values())
+        failed = f", {_failed[path]} failed" if path in _failed else ""
+        _reporter.write("\n")
+        _reporter.write_line(f"{path}: {entry[1]} tests{failed} [{100 * done // max(total, 1):3d}%]")
+
+
+_reporter = None
+
+
+def pytest_sessionstart(session):
+    global _reporter
+    config = session.config
+    if _workers(config) and not hasattr(config, "workerinput"):
+        _reporter = config.pluginmanager.get_plugin("terminalreporter")

@@ -18,9 +18,7 @@ from offline.engine import StackOutputs, run_program
 from offline.readback import readback
 from tests.conftest import REPO, STACKS, deep_merge, record
 
-# The diffs a second preview still shows on this branch, each a defect of issue 19 that another branch fixes
-# (add-on config JSON: items 1; ALB controller tags: 2; bucket policy/logging: 3; data Job TTL: 4).
-# Every defect issue 19 named (spaced add-on JSON, stripped controller tags, the bucket's inline policy and logging,
+# Every defect the day-2 review named (spaced add-on JSON, stripped controller tags, the bucket's inline policy and logging,
 # TTL-deleted Jobs) is fixed: the second preview of every stack is empty. A stack listed here would say what is not.
 KNOWN_DEFECTS: dict[str, dict[str, tuple]] = {}
 
@@ -118,7 +116,7 @@ def test_a_change_the_program_refuses_exits_2_naming_the_setting(tmp_path, capsy
     def refuse(base, path, stack):
         raise day2.ChangeRefused("refused change: cluster.public_api is create-only; see docs/review-and-teardown.md")
 
-    monkeypatch.setattr(plan, "change_report", refuse)
+    monkeypatch.setattr(plan, "change_review", refuse)
     out = tmp_path / "out"
     assert plan.main(["--stack", "dev", "--base-config-file", str(STACKS_DIR / "Pulumi.dev.yaml"),
                       "--out", str(out)]) == 2

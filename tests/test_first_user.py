@@ -3,6 +3,7 @@ traceback or silence (issue 22 items 5-10)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -12,8 +13,9 @@ import yaml
 import plan
 import teardown
 from components.config import STACKS_DIR, SettingsError, raw_settings
+from components.config.placeholders import placeholders
 from components.model import parse_settings
-from tests.conftest import REAL_DEV_VALUES, deep_merge, stack_settings
+from tests.conftest import REAL_DEV_VALUES, STACKS, deep_merge, stack_settings
 
 REPO = plan.REPO
 
@@ -48,11 +50,22 @@ def test_a_missing_file_path_exits_2_saying_what_to_give(tmp_path, capsys):
     assert "Give a stack name" in capsys.readouterr().err
 
 
-def test_teardown_refuses_a_file_path_for_stack_and_says_the_name_to_type(capsys):
+def test_teardown_takes_a_stack_file_path_as_plan_does_and_destroys_the_stack_it_names(tmp_path):
+    args = teardown.parse_args(["--stack", "stacks/Pulumi.dev.yaml", "--dry-run"])
+    assert (args.stack, args.stack_file) == ("dev", "stacks/Pulumi.dev.yaml")
+    copy = tmp_path / "Pulumi.mine.yaml"
+    copy.write_text((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+    seen = []
+    teardown.main(["--stack", str(copy), "--dry-run"], load_stack=lambda f: seen.append(f) or _raise(),
+                  err=lambda line: None)
+    assert seen == [str(copy)]  # the file given is the file read
     with pytest.raises(SystemExit) as info:
-        teardown.main(["--stack", "stacks/Pulumi.dev.yaml", "--dry-run"])
-    assert info.value.code == 2
-    assert "`--stack dev` reads stacks/Pulumi.dev.yaml" in capsys.readouterr().err
+        teardown.parse_args(["--stack", str(tmp_path / "mine.yaml")])
+    assert info.value.code == 2  # no stack name in the file name: `pulumi destroy --stack` would get a guess
+
+
+def _raise():
+    raise teardown.StackError("stop here")
 
 
 def test_teardown_lists_every_problem_of_an_invalid_stack_file_with_exit_2(tmp_path, monkeypatch):
@@ -141,6 +154,38 @@ def test_plan_md_and_plan_json_list_the_placeholders_as_the_before_your_first_up
     md = (out / "plan.md").read_text()
     section = md.split("## Before your first `up`", 1)[1].split("\n## ", 1)[0]
     assert "| `image.digest` | `sha256:" + "0" * 64 + "` |" in section and "ACR console" in section
+
+
+def _marked_replace(text: str) -> list[str]:
+    """The dotted settings a stack file marks `# replace`, read from its indentation (not the program's parser)."""
+    keys: list[tuple[int, str]] = []
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^(\s*)([A-Za-z_][\w.:-]*):(.*)$", line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        indent = len(m.group(1))
+        keys = [(i, k) for i, k in keys if i < indent] + [(indent, m.group(2))]
+        if re.search(r"\s#\s*replace\b", m.group(3)):
+            out.append(".".join(k for _, k in keys[2:]))  # below config: and verl-ack:settings:
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_checklist_lists_every_setting_its_stack_file_marks_replace_and_the_marks_cover_every_placeholder(
+        stack, tmp_path):
+    text = (STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()
+    marked = _marked_replace(text)
+    result = plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / "o")
+    listed = [p["field"] for p in result["sections"]["checklist"]["placeholders"]]
+    assert sorted(listed) == sorted(marked)
+    # every value the program recognises as a placeholder (what a real preview refuses) is marked in the file too
+    recognised = {p.field.split("[")[0] for p in placeholders(parse_settings(raw_settings(STACKS_DIR / f"Pulumi.{stack}.yaml")))}
+    assert recognised <= set(marked), recognised - set(marked)
+    missed_before = {"dev": {"image.registry_host", "storage.bucket_name"}, "dev-platform": {"image.registry_host"},
+                     "multinode": {"job.host_network_cidrs", "gpu_pool.lingjun.ray_admit_cidrs"},
+                     "dev-grpo": {"platform_stack"}, "dev-sweep": {"platform_stack"}}
+    assert missed_before.get(stack, set()) <= set(listed)
 
 
 def test_a_stack_without_placeholders_says_so_in_the_checklist(tmp_path):
@@ -258,3 +303,58 @@ def test_make_setup_announces_each_step_and_keeps_pips_package_lines_and_exit_st
     steps = [line for line in run.stdout.splitlines() if line.startswith('echo "setup:')]
     assert len(steps) >= 4, run.stdout
     assert "set -o pipefail" in run.stdout and "Collecting" in run.stdout and "--quiet -r requirements-dev" not in run.stdout
+
+
+# --------------------------------------------------------------------------------------------- every mistake at once
+def test_a_stack_file_with_three_independent_mistakes_gets_all_three_in_one_run(tmp_path, capsys):
+    # dev copied to two nodes: one run used to refuse the node_ids count, the next the security group, the third
+    # the host-network CIDRs
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"]["gpu_pool"]["nodes"] = 2
+    rc, err = _plan_file(tmp_path, capsys, yaml.safe_dump(doc))
+    assert rc == 2 and "3 problem(s)" in err
+    for field, fix in (("gpu_pool.lingjun.node_ids", "list exactly that many EFLO node ids"),
+                       ("gpu_pool.lingjun.security_group_id", "give the Lingjun nodes' security group"),
+                       ("job.host_network_cidrs", "list the GPU nodes' vSwitch CIDRs")):
+        line = next(line for line in err.splitlines() if line.startswith(f"  - {field}: "))
+        assert fix in line
+
+
+def test_rule_problems_and_gpu_layout_problems_come_in_the_same_run():
+    over = {"zones": ["ap-southeast-1a", "ap-southeast-1b"], "gpu_pool": {"zone": "ap-southeast-1c"},
+            "tags": {f"k{i}": "v" for i in range(8)}, "model": {"rollout_tp": 3}}
+    with pytest.raises(SettingsError) as info:
+        parse_settings(stack_settings("dev", over))
+    fields = [p.field for p in info.value.problems]
+    assert "gpu_pool.zone" in fields and "tags" in fields
+    assert any(f.startswith("model.") for f in fields), fields  # the layout's own rule, not hidden behind them
+
+
+def test_every_cross_field_rule_of_the_settings_reports_and_lets_the_others_run():
+    from components.config import Settings
+
+    after = {name: d for name, d in Settings.__pydantic_decorators__.model_validators.items() if d.info.mode == "after"}
+    assert after and all(getattr(d.func, "collects_every_problem", False) for d in after.values()), \
+        [n for n, d in after.items() if not getattr(d.func, "collects_every_problem", False)]
+
+
+# --------------------------------------------------------------------------------------------- misplaced keys
+@pytest.mark.parametrize("key", ["sandbox_api_key", "sandboxApiKey", "hf_token", "oss_access_key_secret"])
+def test_a_secret_written_under_settings_gets_the_plaintext_secret_refusal_without_its_value(tmp_path, capsys, key):
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"][key] = "sk-LEAK-under-settings-5f2a9c"
+    rc, err = _plan_file(tmp_path, capsys, yaml.safe_dump(doc))
+    assert rc == 2
+    line = next(line for line in err.splitlines() if line.startswith(f"  - {key}: "))
+    assert "a secret written in plaintext" in line and "pulumi config set --secret" in line
+    assert "unknown setting" not in line and "sk-LEAK" not in err
+
+
+def test_a_misspelt_nested_key_gets_a_did_you_mean(tmp_path, capsys):
+    doc = _dev_doc()
+    doc["config"]["verl-ack:settings"]["gpu_pool"]["gpus_per_nod"] = 8
+    doc["config"]["verl-ack:settings"]["cluster"]["network"]["vpcid"] = "vpc-x"
+    rc, err = _plan_file(tmp_path, capsys, yaml.safe_dump(doc))
+    assert rc == 2
+    assert "  - gpu_pool.gpus_per_nod: unknown setting; did you mean `gpus_per_node`?" in err
+    assert "  - cluster.network.vpcid: unknown setting; did you mean `vpc_id`?" in err

@@ -151,8 +151,8 @@ def test_a_shell_command_in_a_version_pin_exits_2_with_the_field_and_writes_noth
 @pytest.mark.parametrize("settings,field", [
     ({"training": {"experiment_name": 123}}, "training.experiment_name"),
     ({"training": {"experiment_name": "2024"}}, "training.experiment_name"),
-    ({"job": {"shm_gib": 600}}, "settings"),
-    ({"training": {"rollout_engine": "sglang"}, "image": {"source": "official"}}, "settings"),
+    ({"job": {"shm_gib": 600}}, "job.shm_gib"),
+    ({"training": {"rollout_engine": "sglang"}, "image": {"source": "official"}}, "training.rollout_engine"),
     ({"cost": {"seconds_per_step": float("inf")}}, "cost.seconds_per_step"),
     ({"job": {"active_deadline_seconds": 2**64}}, "job.active_deadline_seconds"),
     ({"versions": {"addons": ["alb"]}}, "versions.addons"),

@@ -109,7 +109,7 @@ class Run:
         return teardown.main(["--stack", "dev", "--endpoint", self.fake.endpoint, *args],
                              load_stack=lambda name: self.settings, destroy=destroy, env=dict(ENV),
                              pulumi=lambda c: self.pulumi.append(c) or 0, state=lambda stack: self.state,
-                             log=self.lines.append, err=self.lines.append)
+                             bill=lambda *a: [], log=self.lines.append, err=self.lines.append)
 
     @property
     def output(self) -> str:

@@ -55,8 +55,8 @@ def render(doc: dict) -> str:
                                       f"{g['ecc_uncorrected_volatile']}" for g in gpus})) or "no GPU state"
         notes.append(f"{i}. `{run['command']}` ({run['software']}): {gpu_text}.")
     return (HEADER + "\n" + "\n".join(rows) + "\n\nRuns (in table order):\n\n" + "\n".join(notes) + "\n\n"
-            "Not measured yet: NCCL across several GPUs of one machine and across Lingjun nodes over RDMA (issue 24 "
-            "needs a lent machine with 2 or more GPUs), so the default threshold is not yet checked against a "
+            "Not measured yet: NCCL across several GPUs of one machine and across Lingjun nodes over RDMA (that needs "
+            "a lent machine with 2 or more GPUs), so the default threshold is not yet checked against a "
             "healthy or a degraded fabric.\n")
 
 

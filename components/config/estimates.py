@@ -123,6 +123,13 @@ class CostSettings(Strict):
     scale_down_minutes: float = Field(
         10, ge=0, le=10080, description="Minutes an idle autoscaled ECS node lives before scale-down (cluster-autoscaler "
         "--scale-down-unneeded-time default 10m).")
+    budget_per_run: float | None = Field(
+        None, ge=0, le=1e9, description="Most one run may cost, in `currency` (the estimate's run total, with the GPU "
+        "time it uses of a platform's pool); above it the plan's cost section and the change report warn. Empty = "
+        "no budget.")
+    budget_per_month: float | None = Field(
+        None, ge=0, le=1e9, description="Most the stack may cost per month left up (a platform: while it lives), in "
+        "`currency`; above it the plan's cost section and the change report warn. Empty = no budget.")
 
     @field_validator("prices", mode="before")
     @classmethod

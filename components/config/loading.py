@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from components.config.project import CONFIG_NAMESPACES, PROJECT, SECRET_KEYS, SETTINGS_KEY, STACKS_DIR
 from components.config.root import Settings
+from components.config.rules import collecting
 from components.config.yamlread import YamlProblem
 from components.config.yamlread import load as load_yaml
 
@@ -26,10 +29,12 @@ class Problem(BaseModel):
 
 
 class SettingsError(Exception):
-    """All problems found in a stack's settings, each naming the field, the rule and a fix."""
+    """All problems found in a stack's settings, each naming the field, the rule and a fix. `settings`: the model
+    built despite them when only cross-field rules failed (later checks, the GPU layout's, can still run on it)."""
 
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[Problem], settings: Settings | None = None):
         self.problems = problems
+        self.settings = settings
         super().__init__("invalid verl-ack settings:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
@@ -64,10 +69,46 @@ def _what(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings model inside a field's type (Optional[X], dict[str, X], list[X], Annotated[X, ...])."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (found := _inner_model(arg)) is not None:
+            return found
+    return None
+
+
+def _siblings(loc: tuple) -> list[str]:
+    """The setting names allowed beside the last part of `loc` (a dict's keys are skipped on the way)."""
+    model: type[BaseModel] | None = Settings
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if model is not None and isinstance(part, str) else None
+        if field is not None:
+            model = _inner_model(field.annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+# A secret written as a setting: the secret keys by their config name and by their field name (sandbox_api_key).
+_SECRET_NAMES = {name: key for key in SECRET_KEYS for name in (key, re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower())}
+
+
+def _unknown_setting(loc: tuple) -> str:
+    name = str(loc[-1]) if loc else ""
+    if name in _SECRET_NAMES:
+        key = _SECRET_NAMES[name]
+        return (f"a secret written in plaintext under {SETTINGS_KEY}: delete this line and run `pulumi config set "
+                f"--secret {key} <value>`, which stores it encrypted, and rotate the value: it has been readable by "
+                "anyone with the file")
+    near = difflib.get_close_matches(name, _siblings(loc), n=1, cutoff=0.6)
+    hint = f"; did you mean `{near[0]}`?" if near else ""
+    return f"unknown setting{hint} (check the spelling against stacks/stack.schema.json)"
+
+
 def _message(e: dict) -> str:
     kind, msg = e["type"], e["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        return "unknown setting (check the spelling against stacks/stack.schema.json)"
+        return _unknown_setting(tuple(e["loc"]))
     if kind == "string_type":
         got = e.get("input")
         if isinstance(got, (bool, int, float, datetime.date)):
@@ -96,11 +137,24 @@ def validate_settings(raw: dict) -> Settings:
     if not isinstance(raw, dict):
         raise SettingsError([Problem(field=SETTINGS_KEY, message=f"must be a mapping of settings, not {_what(raw)}; "
                                      "write `name: ...`, `region: ...` lines under it")])
-    try:
-        check_document(raw, SETTINGS_KEY)
-        return Settings.model_validate(raw)
-    except ValidationError as err:
-        raise SettingsError(_pydantic_problems(err)) from None
+    check_document(raw, SETTINGS_KEY)
+    with collecting() as broken:  # every cross-field rule runs and reports, not only the first (config/rules.py)
+        try:
+            settings = Settings.model_validate(raw)
+        except ValidationError as err:
+            raise SettingsError(_pydantic_problems(err) + _rule_problems(broken)) from None
+    if broken:
+        raise SettingsError(_rule_problems(broken), settings)
+    return settings
+
+
+def _rule_problems(found: list[tuple[str, str]]) -> list[Problem]:
+    seen: list[Problem] = []
+    for field, message in found:
+        p = Problem(field=field, message=message)
+        if p not in seen:
+            seen.append(p)
+    return seen
 
 
 class StackFileNotFound(FileNotFoundError):

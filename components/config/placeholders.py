@@ -1,12 +1,18 @@
 """Placeholders: the values a shipped stack file carries where only the user's account has the real one.
 
-Defined once, here. A value is a placeholder when it carries the marker the shipped files use and a real id
-never has: a run of five zeros (cloud ids are random: ACR `cri-` + 16 letters/digits, Lingjun `i` + 18 digits,
-VPC `vpc-` + 21), the counting run `0123456789abcdef`, an all-zero image digest, or a domain reserved for
-documentation (RFC 2606/6761: example.com/.net/.org, .example, .test, .invalid, .localhost). The offline plan
-renders them and lists them as the "Before your first `up`" checklist (offline/report/checklist.py); a real
-`pulumi preview` refuses each, naming the field and where the real value is found
-(components/cloud/account_checks.py `refuse_placeholders`). The odds that a real random id holds five zeros in a
+Declared once, in the stack file: a `# replace` comment on the line of a setting (`# replace: where to find the
+real value` when this module does not know where). The "Before your first `up`" checklist lists every declared
+line (`declared_placeholders`, offline/report/checklist.py), so a placeholder marked in the file cannot be missing
+from the checklist; tests hold every value recognised below to carry the mark too.
+
+Recognised by value, here (what a real `pulumi preview` refuses, as it sees no comments): a value is a
+placeholder when it carries the marker the shipped files use and a real id never has: a run of five zeros (cloud
+ids are random: ACR `cri-` + 16 letters/digits, Lingjun `i` + 18 digits, VPC `vpc-` + 21), the counting run
+`0123456789abcdef`, an all-zero image digest, or a domain reserved for documentation (RFC 2606/6761:
+example.com/.net/.org, .example, .test, .invalid, .localhost). The offline plan lists them in the checklist too
+(a copy of a stack file without its comments); a real `pulumi preview` refuses each, naming the field and where
+the real value is found (components/cloud/account_checks.py `refuse_placeholders`). The odds that a real random
+id holds five zeros in a
 row are about 1 in 7,000 for an 18-digit Lingjun id (docs/uncertain-facts.md).
 """
 
@@ -14,6 +20,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+import yaml
 
 from components.config.root import Settings
 
@@ -85,3 +93,51 @@ def placeholders(s: Settings) -> list[Placeholder]:
                           "a domain you own whose zone is hosted in Alibaba Cloud DNS (Alidns console > Domain "
                           "Names); the wildcard certificate must cover `*.<sandbox.domain>`"))
     return [Placeholder(field, str(value), where) for field, value, marked, where in found if marked]
+
+
+# `# replace`, `# replace: the CIDRs of ...`, `# replace with your cluster id` after a setting on its line.
+_REPLACE_MARK = re.compile(r"(?:^|\s)#\s*replace\b[\s:]*(.*)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Declared:
+    field: str  # the setting's dotted name under verl-ack:settings
+    value: str  # as written in the file
+    note: str  # the comment after `replace`, often where the real value is found
+
+
+def _value_text(node: yaml.Node) -> str:
+    if isinstance(node, yaml.ScalarNode):
+        return str(node.value)
+    if isinstance(node, yaml.SequenceNode):
+        return "[" + ", ".join(_value_text(n) for n in node.value) + "]"
+    return "{...}"
+
+
+def declared_placeholders(text: str) -> list[Declared]:
+    """Every setting a stack file's text marks `# replace` on its own line, in file order."""
+    try:
+        doc = yaml.compose(text)
+    except yaml.YAMLError:
+        return []  # the loader reports what is wrong with the file
+    by_line: dict[int, tuple[str, yaml.Node]] = {}
+
+    def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for key, value in node.value:
+            here = (*path, str(key.value))
+            by_line[key.start_mark.line] = (".".join(here), value)
+            walk(value, here)
+
+    walk(doc, ())
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        mark = _REPLACE_MARK.search(line)
+        if not mark or i not in by_line or line.lstrip().startswith("#"):
+            continue
+        name, value = by_line[i]
+        for prefix in ("config.verl-ack:settings.", "config.settings."):
+            if name.startswith(prefix):
+                out.append(Declared(name[len(prefix):], _value_text(value), mark.group(1).strip()))
+    return out

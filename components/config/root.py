@@ -21,6 +21,7 @@ from components.config.cloud import (
 from components.config.estimates import CostSettings, LatencySettings
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
+from components.config.rules import Problems, rule
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
@@ -106,271 +107,284 @@ class Settings(Strict):
                 data = {**data, "image": {**(image or {}), "source": "built"}}
         return data
 
-    @model_validator(mode="after")
-    def _stack_kind(self) -> Settings:
+    @rule
+    def _stack_kind(self) -> Problems:
         """Rules of the platform/experiment split (components/platform.py, components/experiment.py)."""
         if self.kind == "experiment":
             if not self.platform_stack:
-                raise ValueError("kind=experiment needs platform_stack: the platform stack's fully qualified name "
-                                 "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
-            if not PLATFORM_STACK.fullmatch(self.platform_stack):
-                raise ValueError(f"platform_stack {self.platform_stack!r} is not a fully qualified stack name: write "
-                                 "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
-            if self.platform_stack.split("/")[1] != PROJECT:
-                raise ValueError(f"platform_stack {self.platform_stack!r} names the project "
-                                 f"{self.platform_stack.split('/')[1]!r}; the platform is a stack of this project: "
-                                 f"write <organization>/{PROJECT}/<stack>")
+                yield "platform_stack", (
+                    "kind=experiment needs platform_stack: the platform stack's fully qualified name "
+                    "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
+            elif not PLATFORM_STACK.fullmatch(self.platform_stack):
+                yield "platform_stack", (
+                    f"platform_stack {self.platform_stack!r} is not a fully qualified stack name: write "
+                    "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
+            elif self.platform_stack.split("/")[1] != PROJECT:
+                yield "platform_stack", (
+                    f"platform_stack {self.platform_stack!r} names the project "
+                    f"{self.platform_stack.split('/')[1]!r}; the platform is a stack of this project: "
+                    f"write <organization>/{PROJECT}/<stack>")
         elif self.platform_stack is not None:
-            raise ValueError(f"platform_stack is read only by kind=experiment (this stack is kind={self.kind}); remove "
-                             "it or set kind: experiment")
+            yield "platform_stack", (
+                f"platform_stack is read only by kind=experiment (this stack is kind={self.kind}); remove "
+                "it or set kind: experiment")
         if self.kind == "experiment" and self.sandbox.domain:
-            raise ValueError("sandbox.domain belongs to the platform stack (its ALB and certificate); an experiment "
-                             "reads the platform's MCP URL instead: remove sandbox.domain and sandbox.dns_zone here")
+            yield "sandbox.domain", (
+                "sandbox.domain belongs to the platform stack (its ALB and certificate); an experiment "
+                "reads the platform's MCP URL instead: remove sandbox.domain and sandbox.dns_zone here")
         if self.kind != "single" and self.storage.auth != "rrsa":
-            raise ValueError(f"kind={self.kind} needs storage.auth: rrsa: an experiment's pods reach the platform's "
-                             "bucket through their own RRSA roles, and no AccessKey Secret crosses stacks")
+            yield "storage.auth", (
+                f"kind={self.kind} needs storage.auth: rrsa: an experiment's pods reach the platform's "
+                "bucket through their own RRSA roles, and no AccessKey Secret crosses stacks")
         if self.kind == "single" and self.gpu_pool.owner == "platform":
-            raise ValueError("gpu_pool.owner: platform applies to split stacks (kind platform and experiment); a single "
-                             "stack owns its GPU pool anyway: remove gpu_pool.owner, or split the stack (docs/stacks.md)")
+            yield "gpu_pool.owner", (
+                "gpu_pool.owner: platform applies to split stacks (kind platform and experiment); a single "
+                "stack owns its GPU pool anyway: remove gpu_pool.owner, or split the stack (docs/stacks.md)")
         if self.kind == "platform" and self.image.source == "built" and not self.image.digest:
-            raise ValueError("kind=platform with image.source=built needs image.digest (sha256:...): experiments run "
-                             "the image the platform exports, pinned by digest so a re-pushed tag cannot change it; "
-                             "copy it from the image workflow's output")
-        return self
+            yield "image.digest", (
+                "kind=platform with image.source=built needs image.digest (sha256:...): experiments run "
+                "the image the platform exports, pinned by digest so a re-pushed tag cannot change it; "
+                "copy it from the image workflow's output")
 
-    @model_validator(mode="after")
-    def _cross(self) -> Settings:
+    @rule
+    def _cross(self) -> Problems:
         if self.gpu_pool.zone not in self.zones:
-            raise ValueError(
+            yield "gpu_pool.zone", (
                 f"gpu_pool.zone {self.gpu_pool.zone!r} is not one of zones {self.zones}; add it to zones or pick one of them")
         for z in self.zones:
             if not zone_in_region(z, self.region):
-                raise ValueError(f"zone {z!r} is not a zone of region {self.region!r}: its zones are the region id "
-                                 f"and one letter, like {zone_example(self.region)}")
+                yield "zones", (
+                    f"zone {z!r} is not a zone of region {self.region!r}: its zones are the region id "
+                    f"and one letter, like {zone_example(self.region)}")
         if len(set(self.zones)) != len(self.zones):
-            raise ValueError(f"zones {self.zones} lists a zone twice; list each zone once")
+            yield "zones", (
+                f"zones {self.zones} lists a zone twice; list each zone once")
         net = self.cluster.network
         if self.cluster.mode == "new" and net.vpc_id is None:
             for field in ("node_cidrs", "pod_cidrs"):
                 if len(getattr(net, field)) < len(self.zones):
-                    raise ValueError(f"cluster.network.{field} needs one CIDR per zone ({len(self.zones)} zones)")
+                    yield f"cluster.network.{field}", (
+                        f"cluster.network.{field} needs one CIDR per zone ({len(self.zones)} zones)")
         if net.vpc_id is not None and len(net.node_vswitch_ids) != len(self.zones):
-            raise ValueError("cluster.network.node_vswitch_ids needs one vSwitch id per zone, in zones order")
+            yield "cluster.network.node_vswitch_ids", (
+                "cluster.network.node_vswitch_ids needs one vSwitch id per zone, in zones order")
         if self.gpu_pool.kind == "lingjun":
             minor = self.cluster.minor_version()
             if minor is not None and minor < 31:
-                raise ValueError(
+                yield "cluster.kubernetes_version", (
                     f"cluster.kubernetes_version {self.cluster.kubernetes_version} is too old for a Lingjun node pool "
                     "(ACK requires >= 1.31); pick 1.31 or newer or leave it empty for the newest")
             for role, addon in self.versions.addons.items():
                 floor = LINGJUN_MIN_ADDON_VERSIONS.get(addon.name)
                 if floor and addon.version and addon_version_tuple(addon.version) < addon_version_tuple(floor):
-                    raise ValueError(
+                    yield f"versions.addons.{role}.version", (
                         f"versions.addons.{role}.version {addon.version} is below v{floor}, the oldest {addon.name} ACK "
                         f"supports with Lingjun node pools ({LINGJUN_NODE_POOL_DOC}); pin v{floor} or newer, or leave "
                         "the version empty for the one ACK installs")
         # An experiment uses its platform's sandboxes (the MCP URL it reads); the domain is the platform's.
         if (self.sandbox.enabled and self.sandbox.domain is None and self.sandbox.manager == "ack-addon"
                 and self.kind != "experiment"):
-            raise ValueError(
+            yield "sandbox.domain", (
                 "sandbox.manager=ack-addon needs sandbox.domain: the ACK sandbox manager add-on serves the E2B API on "
                 "that domain through the ALB; set a domain or use manager: open-source")
         if self.job.submission_mode == "SidecarMode" and self.versions.kuberay_tuple() < (1, 5, 0):
-            raise ValueError(
+            yield "job.submission_mode", (
                 f"job.submission_mode SidecarMode needs KubeRay >= 1.5.0 but versions.kuberay is "
                 f"{self.versions.kuberay}; use K8sJobMode or upgrade KubeRay")
         if self.job.pre_running_deadline_seconds is not None and self.versions.kuberay_tuple() < (1, 6, 0):
-            raise ValueError(
+            yield "job.pre_running_deadline_seconds", (
                 f"job.pre_running_deadline_seconds needs KubeRay >= 1.6.0 (versions.kuberay is {self.versions.kuberay}); "
                 "remove it or upgrade KubeRay")
         if not self.tracking.enabled and "mlflow" in self.training.logger:
-            raise ValueError(
+            yield "training.logger", (
                 "training.logger uses mlflow but tracking.enabled is false: verl would log to a pod-local sqlite file "
                 "that is deleted with the Ray cluster; enable tracking or drop mlflow from training.logger")
-        return self
 
-    @model_validator(mode="after")
-    def _cloud(self) -> Settings:
+    @rule
+    def _cloud(self) -> Problems:
         """Rules of the cloud layer (components/cloud/network.py ... ingress.py) that span sections."""
         net = self.cluster.network
         if self.cluster.mode == "existing" and not net.vpc_id:
-            raise ValueError(
+            yield "cluster.network.vpc_id", (
                 "cluster.mode=existing needs cluster.network.vpc_id and node_vswitch_ids (the cluster's VPC and one "
                 "vSwitch per zone, in zones order): the node pools and the ALB are placed in them")
         lj = self.gpu_pool.lingjun
         if lj is not None and self.owns_gpu_pool() and len(lj.node_ids) != self.gpu_pool.nodes:
-            raise ValueError(
+            yield "gpu_pool.lingjun.node_ids", (
                 f"gpu_pool.lingjun.node_ids lists {len(lj.node_ids)} machine(s) but gpu_pool.nodes is "
                 f"{self.gpu_pool.nodes}: the job waits for `nodes` GPU nodes; list exactly that many EFLO node ids "
                 "(Lingjun console > Nodes)")
         if lj is not None and self.owns_gpu_pool() and self.gpu_pool.nodes > 1 and lj.security_group_id is None:
-            raise ValueError(
+            yield "gpu_pool.lingjun.security_group_id", (
                 "a multi-node Lingjun pool needs gpu_pool.lingjun.security_group_id (and ray_admit_cidrs): its Ray pods "
                 "use the host network, so the head's unauthenticated job API (8265), GCS (6379) and client port (10001) "
                 "would be open to the whole VPC; give the Lingjun nodes' security group so the program restricts them")
         if self.gpu_pool.kind == "lingjun" and self.kind != "experiment" and not net.vpc_id:
-            raise ValueError(
+            yield "cluster.network.vpc_id", (
                 "gpu_pool.kind=lingjun needs cluster.network.vpc_id, node_vswitch_ids and pod_vswitch_ids: the Lingjun "
                 "nodes already sit in the VPC and vSwitch their node group attached them to (EFLO NodeGroupAttachment "
                 "vpc_id/vswitch_id, create-only) and a node pool takes only nodes in the cluster's VPC; set that VPC "
                 "(Lingjun console > Nodes > network) so the cluster is built in it, or use gpu_pool.kind: ecs")
         if self.cluster.mode == "new" and net.vpc_id and len(net.pod_vswitch_ids) != len(self.zones):
-            raise ValueError(
+            yield "cluster.network.pod_vswitch_ids", (
                 f"cluster.network.pod_vswitch_ids needs one Terway pod vSwitch per zone ({len(self.zones)}) when a new "
                 "cluster reuses vpc_id; Lingjun nodes need one in the GPU zone")
         if self.sandbox.domain and not (self.sandbox.enabled and self.sandbox.manager == "ack-addon"):
-            raise ValueError(
+            yield "sandbox.domain", (
                 "sandbox.domain is served only by the ACK sandbox manager add-on (sandbox.enabled with manager: "
                 "ack-addon); otherwise nothing routes from the ALB, which bills by the hour for nothing. Remove "
                 "sandbox.domain and sandbox.dns_zone, or use manager: ack-addon")
         if self.sandbox.domain and len(self.zones) < 2:
-            raise ValueError("sandbox.domain puts an ALB in front of the sandboxes and ALB needs two zones: list at "
-                             "least two zones (with their vSwitches)")
+            yield "zones", (
+                "sandbox.domain puts an ALB in front of the sandboxes and ALB needs two zones: list at "
+                "least two zones (with their vSwitches)")
         if self.sandbox.domain and self.sandbox.domain == self.sandbox.dns_zone:
-            raise ValueError(
+            yield "sandbox.domain", (
                 f"sandbox.domain {self.sandbox.domain!r} is the dns_zone apex, where a CNAME cannot live next to the "
                 "zone's SOA/NS records (RFC 1034 3.6.2); use a subdomain such as sandbox." + self.sandbox.domain)
         if len(self.tags) > 7:
-            raise ValueError(f"tags has {len(self.tags)} entries; OSS buckets take at most 10 tags and project, stack "
-                             "and environment use 3, so give at most 7")
+            yield "tags", (
+                f"tags has {len(self.tags)} entries; OSS buckets take at most 10 tags and project, stack "
+                "and environment use 3, so give at most 7")
         sb = self.sandbox
         if sb.dedicated_pool is not None and not sb.enabled:
-            raise ValueError("sandbox.dedicated_pool is set but sandbox.enabled is false: its nodes would bill for "
-                             "nothing; remove dedicated_pool or enable the sandboxes")
+            yield "sandbox.dedicated_pool", (
+                "sandbox.dedicated_pool is set but sandbox.enabled is false: its nodes would bill for "
+                "nothing; remove dedicated_pool or enable the sandboxes")
         if sb.runtime_class == "runv" and sb.dedicated_pool is None and self.cluster.mode == "new":
-            raise ValueError("sandbox.runtime_class runv needs nodes running ACK Sandboxed-Container and a new "
-                             "cluster has none: add sandbox.dedicated_pool with runtime_name: Sandboxed-Container.runv")
-        return self
+            yield "sandbox.runtime_class", (
+                "sandbox.runtime_class runv needs nodes running ACK Sandboxed-Container and a new "
+                "cluster has none: add sandbox.dedicated_pool with runtime_name: Sandboxed-Container.runv")
 
-    @model_validator(mode="after")
-    def _addon_switches(self) -> Settings:
+    @rule
+    def _addon_switches(self) -> Problems:
         """`versions.addons.<role>.enabled` against the role's condition (components/config/addons.py): only an
         optional role is turned off while it is needed, and `true` cannot install what its condition leaves off."""
-        problems = []
         for a in ADDON_ROLES:
             enabled, holds = self.versions.addons[a.role].enabled, condition_holds(self, a.role)
             if enabled is False and holds and not a.optional:
                 needed = f"when {condition_text(a.role)}" if a.when else "always"
-                problems.append(f"versions.addons.{a.role}.enabled: {a.name} cannot be disabled: the program needs it "
-                                f"{needed} (only {[r.role for r in ADDON_ROLES if r.optional]} are optional); remove "
-                                "`enabled: false`")
+                yield f"versions.addons.{a.role}.enabled", (
+                    f"{a.name} cannot be disabled: the program needs it {needed} "
+                    f"(only {[r.role for r in ADDON_ROLES if r.optional]} are optional); remove `enabled: false`")
             elif enabled is True and not holds:
-                problems.append(f"versions.addons.{a.role}.enabled: {a.name} is installed only when "
-                                f"{condition_text(a.role)}; set that instead, or remove `enabled: true`")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+                yield f"versions.addons.{a.role}.enabled", (
+                    f"{a.name} is installed only when {condition_text(a.role)}; set "
+                    "that instead, or remove `enabled: true`")
 
-    @model_validator(mode="after")
-    def _no_secret_in_env(self) -> Settings:
+    @rule
+    def _no_secret_in_env(self) -> Problems:
         for name, value in self.job.env.items():
             if value and (SECRET_ENV_NAME.fullmatch(name) or SECRET_ENV_VALUE.match(value)):
-                raise ValueError(
+                yield f"job.env.{name}", (
                     f"job.env.{name} looks like a credential, and job.env is written in plaintext into the RayJob "
                     "(and the plan): remove it. Tokens are secret config: `pulumi config set --secret hfToken ...` "
                     "or `modelscopeToken` (docs/settings.md lists the secret keys)")
-        return self
 
-    @model_validator(mode="after")
-    def _gpu_pod(self) -> Settings:
+    @rule
+    def _gpu_pod(self) -> Problems:
         """Rules the RayJob builder would otherwise find only after validation (components/workloads/training)."""
         pod_gib = self.gpu_pool.memory_gib_per_node - GPU_NODE_RESERVED_MEMORY_GIB
         if self.job.shm_gib is not None and self.job.shm_gib >= pod_gib:
-            raise ValueError(
+            yield "job.shm_gib", (
                 f"job.shm_gib {self.job.shm_gib}: /dev/shm is memory-backed and counts against the Ray pod's {pod_gib} "
                 f"GiB (gpu_pool.memory_gib_per_node less {GPU_NODE_RESERVED_MEMORY_GIB} for node daemons); use at most "
                 f"{max(1, pod_gib // 2)} or leave it empty for a quarter of the pod")
         if self.job.shm_gib is None and max(1, min(SHM_DEFAULT_MAX_GIB, pod_gib // 4)) >= pod_gib:
-            raise ValueError(
+            yield "gpu_pool.memory_gib_per_node", (
                 f"gpu_pool.memory_gib_per_node {self.gpu_pool.memory_gib_per_node} leaves the Ray pod {pod_gib} GiB after "
                 f"{GPU_NODE_RESERVED_MEMORY_GIB} GiB for node daemons, too little for its /dev/shm; give the node's real "
                 "memory (GPU nodes have hundreds of GiB)")
         shipped = VERL_IMAGE_ENGINE.match(self.versions.verl_image)
         engine = self.training.rollout_engine
         if self.image.source == "official" and shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
-            raise ValueError(
+            yield "training.rollout_engine", (
                 f"training.rollout_engine {engine} does not run on versions.verl_image {self.versions.verl_image}, "
                 f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl "
                 "image (vllmNNN.* or sglNNN.*) or change the engine")
-        return self
 
-    @model_validator(mode="after")
-    def _sharing(self) -> Settings:
+    @rule
+    def _sharing(self) -> Problems:
         """Rules of the queue, sweeps and logs (components/queue.py, sweep.py, logs.py)."""
         if self.training.sweep is not None and self.kind != "experiment":
-            raise ValueError("training.sweep runs one RayJob per variant on a platform's queue: it needs kind: "
-                             "experiment with queue.enabled (docs/stacks.md); remove training.sweep here")
+            yield "training.sweep", (
+                "training.sweep runs one RayJob per variant on a platform's queue: it needs kind: "
+                "experiment with queue.enabled (docs/stacks.md); remove training.sweep here")
         if self.training.sweep is not None and not self.queue.enabled:
-            raise ValueError("training.sweep needs queue.enabled: true: without the queue every variant's RayJob "
-                             "would start at once and hold part of the GPU pool (a partial allocation deadlocks); "
-                             "enable the queue on the platform and here")
+            yield "queue.enabled", (
+                "training.sweep needs queue.enabled: true: without the queue every variant's RayJob "
+                "would start at once and hold part of the GPU pool (a partial allocation deadlocks); "
+                "enable the queue on the platform and here")
         if self.queue.enabled and self.kind == "single":
-            raise ValueError("queue.enabled applies to split stacks (a platform and its experiments); a single stack "
-                             "runs one job: remove queue.enabled, or split the stack (docs/stacks.md)")
+            yield "queue.enabled", (
+                "queue.enabled applies to split stacks (a platform and its experiments); a single stack "
+                "runs one job: remove queue.enabled, or split the stack (docs/stacks.md)")
         if self.queue.enabled and self.kind == "platform":
             total = self.gpu_pool.nodes * self.gpu_pool.gpus_per_node
             guaranteed = sum(t.min_gpus for t in self.queue.teams.values())
             if guaranteed > total:
-                raise ValueError(f"queue.teams guarantee {guaranteed} GPUs (sum of min_gpus) but the GPU pool has "
-                                 f"{total}: the quota tree's children may not guarantee more than its root; lower "
-                                 "min_gpus")
+                yield "queue.teams", (
+                    f"queue.teams guarantee {guaranteed} GPUs (sum of min_gpus) but the GPU pool has "
+                    f"{total}: the quota tree's children may not guarantee more than its root; lower "
+                    "min_gpus")
             for ns, team in self.queue.teams.items():
                 if team.gpus > total:
-                    raise ValueError(f"queue.teams.{ns}.gpus {team.gpus} exceeds the GPU pool's {total} GPUs: a leaf's "
-                                     "max may not exceed the root's; lower it")
+                    yield f"queue.teams.{ns}.gpus", (
+                        f"queue.teams.{ns}.gpus {team.gpus} exceeds the GPU pool's {total} GPUs: a leaf's "
+                        "max may not exceed the root's; lower it")
                 if ns == self.job.namespace:
-                    raise ValueError(f"queue.teams.{ns} is the platform's own namespace (job.namespace); teams are "
-                                     "the namespaces experiments use")
-        return self
+                    yield f"queue.teams.{ns}", (
+                        f"queue.teams.{ns} is the platform's own namespace (job.namespace); teams are "
+                        "the namespaces experiments use")
 
-    @model_validator(mode="after")
-    def _host_network_sources(self) -> Settings:
+    @rule
+    def _host_network_sources(self) -> Problems:
         """Multi-node Lingjun Ray pods run on the host network (components/wiring.py ray_pods_use_rdma): policies
         admit them by their nodes' CIDRs. A Lingjun stack runs in its machines' VPC, whose CIDRs only the user knows."""
         if self.gpu_pool.kind == "lingjun" and self.gpu_pool.nodes > 1 and not self.job.host_network_cidrs:
-            raise ValueError(
+            yield "job.host_network_cidrs", (
                 "job.host_network_cidrs is required: the multi-node Lingjun Ray pods run on the host network, where "
                 "no pod selector matches them, and their nodes sit in the Lingjun machines' own vSwitch; list "
                 "the GPU nodes' vSwitch CIDRs (VPC console > vSwitches, or `kubectl get nodes -o wide`) so MLflow "
                 "and the other network policies admit them")
-        return self
 
-    @model_validator(mode="after")
-    def _ray_namespace(self) -> Settings:
+    @rule
+    def _ray_namespace(self) -> Problems:
         """Only host-network RDMA Ray pods get a namespace of their own (components/wiring.py ray_namespace)."""
         j = self.job
         rdma = self.gpu_pool.kind == "lingjun" and self.gpu_pool.nodes > 1
         if j.ray_namespace is not None and not rdma:
-            raise ValueError("job.ray_namespace is only for multi-node Lingjun stacks, whose RDMA Ray pods need a "
-                             "`privileged` namespace of their own; here the Ray pods share job.namespace, remove it")
+            yield "job.ray_namespace", (
+                "job.ray_namespace is only for multi-node Lingjun stacks, whose RDMA Ray pods need a "
+                "`privileged` namespace of their own; here the Ray pods share job.namespace, remove it")
         if not rdma:
-            return self
+            return
         name = j.ray_namespace or f"{j.namespace}-ray"
         if len(name) > 63:
-            raise ValueError(f"job.ray_namespace: the default `<job.namespace>-ray` ({name!r}) exceeds the 63 "
-                             "characters of a namespace name; set job.ray_namespace or shorten job.namespace")
+            yield "job.ray_namespace", (
+                f"job.ray_namespace: the default `<job.namespace>-ray` ({name!r}) exceeds the 63 "
+                "characters of a namespace name; set job.ray_namespace or shorten job.namespace")
         for field, other in (("job.namespace", j.namespace), ("sandbox.namespace", self.sandbox.namespace)):
             if name == other:
-                raise ValueError(f"job.ray_namespace {name!r} is {field}: the privileged Ray namespace must hold the "
-                                 "Ray pods only; pick another name")
-        return self
+                yield "job.ray_namespace", (
+                    f"job.ray_namespace {name!r} is {field}: the privileged Ray namespace must hold the "
+                    "Ray pods only; pick another name")
 
-    @model_validator(mode="after")
-    def _sandbox_manager_image(self) -> Settings:
+    @rule
+    def _sandbox_manager_image(self) -> Problems:
         """The open-source manager is started with the MCP flags of PR #165: refuse an image that lacks them."""
         if self.sandbox.enabled and self.sandbox.manager == "open-source":
             problem = manager_image_problem(self.versions.sandbox_manager_image)
             if problem:
-                raise ValueError(problem)
-        return self
+                yield "sandbox.manager", problem
 
-    @model_validator(mode="after")
-    def _sandbox_mirror(self) -> Settings:
+    @rule
+    def _sandbox_mirror(self) -> Problems:
         if self.sandbox.enabled and self.sandbox.image_mirror and self.registry_namespace() is None:
-            raise ValueError("sandbox.image_mirror: true needs the stack's own ACR registry (image.source: built with "
-                             "image.registry); set image.source: built, or leave image_mirror empty to pull "
-                             f"{self.versions.code_interpreter_image} directly")
-        return self
+            yield "sandbox.image_mirror", (
+                "sandbox.image_mirror: true needs the stack's own ACR registry (image.source: built with "
+                "image.registry); set image.source: built, or leave image_mirror empty to pull "
+                f"{self.versions.code_interpreter_image} directly")
 
     def warnings(self) -> list[tuple[str, str]]:
         """(field, message) for what validation cannot decide: defaults no public source confirms, and facts about

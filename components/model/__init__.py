@@ -16,11 +16,21 @@ from components.model.presets import PRESETS, ModelPreset, preset_of
 
 def parse_settings(raw: dict) -> Settings:
     """Validate raw settings and the GPU layout rules; raise SettingsError listing every problem."""
-    settings = validate_settings(raw)
-    errors = [p for p in check_layout(settings) if p.severity == "error"]
+    try:
+        settings = validate_settings(raw)
+    except SettingsError as err:
+        if err.settings is None:
+            raise
+        # Only cross-field rules failed: the layout rules are independent of them, so their problems join the list.
+        raise SettingsError(err.problems + _layout_problems(err.settings), err.settings) from None
+    errors = _layout_problems(settings)
     if errors:
-        raise SettingsError([Problem(field=p.field, message=p.message) for p in errors])
+        raise SettingsError(errors, settings)
     return settings
+
+
+def _layout_problems(settings: Settings) -> list[Problem]:
+    return [Problem(field=p.field, message=p.message) for p in check_layout(settings) if p.severity == "error"]
 
 
 def load_stack(name_or_path: str | Path) -> Settings:

@@ -88,13 +88,19 @@ def cloud_section(s: Settings, recording):
     if roles:
         md += ["", "| RAM role (RRSA) | trusted service account | read | write |", "|---|---|---|---|"]
         md += [f"| {r['role']} | `{r['subject']}` | {', '.join(r['read'])} | {', '.join(r['write'])} |" for r in roles]
-    md += ["", f"{len(managed)} managed cloud/Kubernetes resources."]
+    # The plan's header counts every registration; say what the difference is, so the two counts do not read as a bug.
+    components = sum(1 for r in recording.resources if not r.custom)
+    providers = sum(1 for r in recording.resources if r.custom and r.type.startswith("pulumi:providers:"))
+    md += ["", f"{len(managed)} managed cloud/Kubernetes resources, of the {len(recording.resources)} the plan counts: "
+           f"the other {components} are component resources (groupings, the stack itself), {providers} provider(s) and "
+           f"{len(reads)} read(s), which create nothing."]
     if reads:
         md += ["", "Read, not managed (no `pulumi up` or `destroy` changes or deletes them): "
                + ", ".join(f"`{r['type']}` {r['name']} = `{r['id']}`" for r in reads)]
     data = {"rows": dict(rows), "addons": [dict(zip(("role", "name", "version", "on_destroy"), a, strict=True))
                                             for a in addon_rows],
-            "rrsa_roles": roles, "reads": reads, "managed_resources": len(managed)}
+            "rrsa_roles": roles, "reads": reads, "managed_resources": len(managed),
+            "component_resources": components, "providers": providers}
     return Section("cloud", "Cloud layer (Alibaba Cloud)", "\n".join(md), data)
 
 

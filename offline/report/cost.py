@@ -364,14 +364,43 @@ def platform_running_cost(s: Settings, est: CostEstimate) -> dict[str, Any]:
                             *[a for a in est.assumptions[RUN_ASSUMPTIONS:] if "OSS holds" not in a]]}
 
 
+def run_and_month(data: dict[str, Any]) -> tuple[Optional[float], Optional[float]]:
+    """(cost of one run, cost per month left up) of a cost section's data: a run includes the GPU time it uses of
+    its platform's pool; a platform has no run, its month is while it lives."""
+    if isinstance(data.get("total"), dict):
+        return None, data["total"].get("per_month")
+    use = data.get("platform_gpu_use") or {}
+    return use.get("run_total_with_gpu", data.get("total")), data.get("idle_per_month")
+
+
+def budget_status(s: Settings, data: dict[str, Any]) -> dict[str, Any]:
+    """The stack's budgets (cost.budget_per_run / budget_per_month) and each one the estimate goes over."""
+    run, month = run_and_month(data)
+    cur, c = data["currency"], s.cost
+    over = []
+    if c.budget_per_run is not None and run is not None and run > c.budget_per_run:
+        over.append(f"a run costs {run:,.2f} {cur}, over cost.budget_per_run {c.budget_per_run:,.2f} {cur}")
+    if c.budget_per_month is not None and month is not None and month > c.budget_per_month:
+        over.append(f"left up it costs {month:,.2f} {cur} per month, over cost.budget_per_month "
+                    f"{c.budget_per_month:,.2f} {cur}")
+    return {"per_run": c.budget_per_run, "per_month": c.budget_per_month, "over": over}
+
+
 def cost_section(s: Settings, recording) -> Section:
     cp = plan_critical_path(recording, s)
     est = estimate_cost(s, cp.timeline())
     if s.kind == "platform":
         data = platform_running_cost(s, est)
-        return Section("cost", "Cost (ESTIMATE)", platform_markdown(data), data)
+        data["budget"] = budget_status(s, data)
+        return Section("cost", "Cost (ESTIMATE)", _over_budget(data) + platform_markdown(data), data)
     data = est.as_output()
     data["gpu_idle_before_first_step"] = gpu_idle_cost(s, cp)
     if s.kind == "experiment" and not s.owns_gpu_pool():
         data["platform_gpu_use"] = platform_gpu_use(s, cp, est, getattr(recording, "platform", None))
-    return Section("cost", "Cost (ESTIMATE)", run_markdown(data), data)
+    data["budget"] = budget_status(s, data)
+    return Section("cost", "Cost (ESTIMATE)", _over_budget(data) + run_markdown(data), data)
+
+
+def _over_budget(data: dict[str, Any]) -> str:
+    return "".join(f"- **warning: over budget**: {o}\n" for o in data["budget"]["over"]) + (
+        "\n" if data["budget"]["over"] else "")

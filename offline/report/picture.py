@@ -14,9 +14,12 @@ from typing import Any, Optional
 from xml.sax.saxutils import escape
 
 WIDTH = 960
-LEFT = 250  # label column
-PLOT = WIDTH - LEFT - 110  # bar area (the rest: the value labels)
+VALUE_COLUMN = 110  # right of the longest bar: its value label
+MAX_LEFT = 420  # the label column grows to its longest label up to this; longer labels are shortened
 ROW = 22
+# A text's width is not known without a font; 0.6 em per character (7.2 px at font-size 12) is above the average
+# advance of sans-serif fonts (Arial/Helvetica ~0.5 em), so text placed by it stays inside the picture.
+CHAR_PX = 7.2
 COLOURS = {"ack_cluster": "#4e79a7", "gpu_node_pool": "#e15759", "gpu_scale_up": "#e15759", "image_pull": "#f28e2b",
            "prepull": "#f28e2b", "training_phase": "#59a14f", "model_job": "#b07aa1", "dataset_job": "#b07aa1"}
 OTHER = "#9c9c9c"
@@ -27,8 +30,23 @@ def _label(text: str) -> str:
     return re.sub(r"[:#;\"]", " ", text).strip()
 
 
-def _short(text: str, n: int = 36) -> str:
+def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def text_px(text: str) -> float:
+    """Width a line of font-size 12 text takes at most (CHAR_PX per character)."""
+    return len(text) * CHAR_PX
+
+
+def label_column(labels: list[str]) -> float:
+    """x where the bars start: past the longest row label and a gap, at most MAX_LEFT."""
+    return min(MAX_LEFT, 10 + max((text_px(s) for s in labels), default=0.0) + 14)
+
+
+def inside(x: float, text: str) -> float:
+    """`x` moved left as far as needed for `text` to end inside the picture (a caption beside a late bar)."""
+    return max(10.0, min(x, WIDTH - 10 - text_px(text)))
 
 
 def _clock(minutes: float) -> str:
@@ -87,9 +105,12 @@ def plan_svg(stack: str, latency: dict[str, Any], cost: dict[str, Any]) -> str:
     y = 30
     path = latency.get("path") or []
     end = max([st["finish"] for st in path] + [latency.get("graph_minutes") or 0.0, 1.0])
-    minute_px = PLOT / end
     title, items = cost_items(cost)
-    usd_px = PLOT / max([c for _, _, c in items] + [1e-9])
+    left = label_column([st["name"] for st in path] + [item for _, item, _ in items])
+    plot = WIDTH - left - VALUE_COLUMN
+    fits = int((left - 24) / CHAR_PX)  # characters of a row label that end before the bars
+    minute_px = plot / end
+    usd_px = plot / max([c for _, _, c in items] + [1e-9])
     text = lambda x, yy, s, extra="": out.append(  # noqa: E731
         f'<text x="{x:.1f}" y="{yy:.1f}" font-size="12"{extra}>{escape(s)}</text>')
     out.append(f'<text x="10" y="18" font-size="15" font-weight="bold">{escape(f"verl-ack plan: stack {stack}")}'
@@ -100,9 +121,9 @@ def plan_svg(stack: str, latency: dict[str, Any], cost: dict[str, Any]) -> str:
         y += 22
         top = y
         for st in path:
-            x, w = LEFT + st["start"] * minute_px, st["minutes"] * minute_px
+            x, w = left + st["start"] * minute_px, st["minutes"] * minute_px
             colour = COLOURS.get(st["kind"], OTHER)
-            text(10, y + 15, _short(st["name"]))
+            text(10, y + 15, _short(st["name"], fits))
             out.append(f'<rect class="step" x="{x:.2f}" y="{y + 3}" width="{max(w, 0.0):.2f}" height="{ROW - 6}" '
                        f'fill="{colour}" data-name="{escape(st["name"], {chr(34): "&quot;"})}" '
                        f'data-start="{st["start"]}" data-minutes="{st["minutes"]}" data-kind="{st["kind"]}"/>')
@@ -113,27 +134,27 @@ def plan_svg(stack: str, latency: dict[str, Any], cost: dict[str, Any]) -> str:
         if use:  # the platform's nodes idle before this job; it holds them from its pods' start
             idle = use["before_first_step_minutes"]
             ready = first - idle
-            out.append(f'<rect class="gpu-held" x="{LEFT + ready * minute_px:.2f}" y="{top}" '
+            out.append(f'<rect class="gpu-held" x="{left + ready * minute_px:.2f}" y="{top}" '
                        f'width="{idle * minute_px:.2f}" height="{y - top}" fill="#e15759" fill-opacity="0.12" '
                        f'data-start="{ready}" data-minutes="{idle}"/>')
-            text(LEFT + ready * minute_px + 4, y + 14, f"GPU held by this job before the first step: {idle:.1f} min",
-                 ' fill="#b0302f"')
+            caption = f"GPU held by this job before the first step: {idle:.1f} min"
+            text(inside(left + ready * minute_px + 4, caption), y + 14, caption, ' fill="#b0302f"')
         elif gi and ready is not None and idle:
             money = f" = {gi['cost']:,.2f} {cost['currency']}" if gi.get("cost") is not None else ""
             if gi.get("avoidable_cost") is not None:
                 money += f" (avoidable: {gi['avoidable_minutes']:.1f} min = {gi['avoidable_cost']:,.2f} {cost['currency']})"
-            out.append(f'<rect class="gpu-idle" x="{LEFT + ready * minute_px:.2f}" y="{top}" '
+            out.append(f'<rect class="gpu-idle" x="{left + ready * minute_px:.2f}" y="{top}" '
                        f'width="{idle * minute_px:.2f}" height="{y - top}" fill="#e15759" fill-opacity="0.12" '
                        f'data-start="{ready}" data-minutes="{idle}"/>')
-            text(LEFT + ready * minute_px + 4, y + 14, f"GPU idle before the first step: {idle:.1f} min{money}",
-                 ' fill="#b0302f"')
-        out.append(f'<line class="first-step" x1="{LEFT + first * minute_px:.2f}" x2="{LEFT + first * minute_px:.2f}" '
+            caption = f"GPU idle before the first step: {idle:.1f} min{money}"
+            text(inside(left + ready * minute_px + 4, caption), y + 14, caption, ' fill="#b0302f"')
+        out.append(f'<line class="first-step" x1="{left + first * minute_px:.2f}" x2="{left + first * minute_px:.2f}" '
                    f'y1="{top - 4}" y2="{y + 4}" stroke="#222" stroke-dasharray="4 3" data-minutes="{first}"/>')
-        text(LEFT + first * minute_px - 4, top - 8, f"first step {first:.1f} min", ' text-anchor="end"')
+        text(left + first * minute_px - 4, top - 8, f"first step {first:.1f} min", ' text-anchor="end"')
         y += 24
         for tick in range(0, int(end) + 1, 10 if end > 30 else 5):
-            text(LEFT + tick * minute_px - 6, y + 6, f"{tick}", ' fill="#555"')
-        text(LEFT + PLOT + 4, y + 6, "min", ' fill="#555"')
+            text(left + tick * minute_px - 6, y + 6, f"{tick}", ' fill="#555"')
+        text(left + plot + 4, y + 6, "min", ' fill="#555"')
         y += 26
     elif latency.get("graph_minutes") is not None:
         text(10, y + 12, f"pulumi up returns after {latency['graph_minutes']:.1f} min (modelled); this stack runs no "
@@ -147,12 +168,12 @@ def plan_svg(stack: str, latency: dict[str, Any], cost: dict[str, Any]) -> str:
     text(10, y + 12, title, ' font-weight="bold"')
     y += 22
     for key, item, c in items:
-        text(10, y + 15, _short(item))
-        out.append(f'<rect class="cost" x="{LEFT}" y="{y + 3}" width="{c * usd_px:.2f}" height="{ROW - 6}" '
+        text(10, y + 15, _short(item, fits))
+        out.append(f'<rect class="cost" x="{left}" y="{y + 3}" width="{c * usd_px:.2f}" height="{ROW - 6}" '
                    f'fill="{"#e15759" if "gpu" in key else "#4e79a7"}" data-key="{key}" data-cost="{c}"/>')
-        text(LEFT + c * usd_px + 4, y + 15, f"{c:,.2f} {cost['currency']}")
+        text(left + c * usd_px + 4, y + 15, f"{c:,.2f} {cost['currency']}")
         y += ROW
     height = y + 16
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
-            f'font-family="sans-serif" data-left="{LEFT}" data-minute-px="{minute_px!r}" data-usd-px="{usd_px!r}">')
+            f'font-family="sans-serif" data-left="{left}" data-minute-px="{minute_px!r}" data-usd-px="{usd_px!r}">')
     return "\n".join([head, f'<rect width="{WIDTH}" height="{height}" fill="white"/>', *out, "</svg>"]) + "\n"

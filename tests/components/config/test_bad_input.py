@@ -138,9 +138,9 @@ def test_settings_that_are_not_a_mapping_are_one_problem(raw):
 def test_shm_larger_than_the_pod_is_a_settings_problem():
     node = 60
     pod = node - GPU_NODE_RESERVED_MEMORY_GIB
-    refused({"job": {"shm_gib": pod}}, "settings", "job.shm_gib", stack="existing-ecs")
+    refused({"job": {"shm_gib": pod}}, "job.shm_gib", "job.shm_gib", stack="existing-ecs")
     parse_settings(stack_settings("existing-ecs", {"job": {"shm_gib": pod - 1}}))
-    refused({"gpu_pool": {"memory_gib_per_node": 17}}, "settings", "too little for its /dev/shm")
+    refused({"gpu_pool": {"memory_gib_per_node": 17}}, "gpu_pool.memory_gib_per_node", "too little for its /dev/shm")
 
 
 def test_the_shm_and_reserved_memory_numbers_match_the_builders():
@@ -150,7 +150,7 @@ def test_the_shm_and_reserved_memory_numbers_match_the_builders():
 
 
 def test_a_rollout_engine_the_image_does_not_ship_is_a_settings_problem():
-    refused({"training": {"rollout_engine": "sglang"}, "image": {"source": "official"}}, "settings",
+    refused({"training": {"rollout_engine": "sglang"}, "image": {"source": "official"}}, "training.rollout_engine",
             "does not run on versions.verl_image")
     parse_settings(stack_settings("dev", {"training": {"rollout_engine": "sglang"},
                                           "versions": {"verl_image": "verlai/verl:sgl0512.latest",

@@ -155,7 +155,7 @@ BAD = [
     ({"tracking": {"storage_class": None}}, "tracking", "needs storage_class"),
     ({"tracking": {"storage_class": ""}}, "tracking", "needs storage_class"),
     ({"tracking": {"storage_class": "Not_A_Class"}}, "tracking.storage_class", "StorageClass name"),
-    ({"tracking": {"enabled": False}}, "settings", "pod-local sqlite"),
+    ({"tracking": {"enabled": False}}, "training.logger", "pod-local sqlite"),
     ({"tracking": {"cpu": "0"}}, "tracking.cpu", "not zero"),
 ]
 

@@ -90,3 +90,23 @@ def test_the_mermaid_gantt_and_pie_in_plan_md_hold_the_same_steps_and_costs(rend
     lines = cost.get("hourly_lines") or cost["lines"]
     slices = {float(v) for v in re.findall(r'^  "[^"]+" : ([\d.]+)$', md, flags=re.M)}
     assert {ln["cost"] for ln in lines.values() if ln["cost"]} <= slices
+
+
+@pytest.mark.parametrize("stack", sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml")))
+def test_every_text_of_the_picture_stays_inside_it_and_row_labels_end_before_the_bars(stack, tmp_path):
+    from offline.report.picture import MAX_LEFT, WIDTH, text_px
+
+    plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path)
+    root = ET.fromstring((tmp_path / "plan.svg").read_text())
+    left = float(root.get("data-left"))
+    rows = {float(r.get("y")) + 12 for r in root.iter(f"{SVG}rect") if r.get("class") in ("step", "cost")}
+    for t in root.iter(f"{SVG}text"):
+        x, s = float(t.get("x")), t.text or ""
+        if t.get("text-anchor") == "end":
+            assert x - text_px(s) >= 0, s
+        else:
+            assert x + text_px(s) <= WIDTH, f"{s!r} runs past the right edge"
+        if x == 10 and float(t.get("y")) in rows:  # a row's label: it ends before its bar begins
+            assert x + text_px(s) < left, s
+            if left < MAX_LEFT:
+                assert not s.endswith("…"), f"{s!r} is cut though the column could hold it"
