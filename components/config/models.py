@@ -23,6 +23,7 @@ Sources (docs/facts.md, "Models"):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -249,7 +250,8 @@ CONFIG_JSON_KEYS = {"family": "model_type", "layers": "num_hidden_layers", "hidd
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 _REPO = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 HubRepo = Annotated[str, _text(_REPO, "a hub repository id", "use <owner>/<name>, e.g. Qwen/Qwen3-8B")]
-ConfigJsonPath = Annotated[str, _text(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}\.json", "a config.json path",
+_CONFIG_JSON = r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}\.json"
+ConfigJsonPath = Annotated[str, _text(_CONFIG_JSON, "a config.json path",
                                       "give a path relative to the stacks folder, e.g. models/my-model.json",
                                       also=lambda v: "it may not leave the stacks folder" if ".." in v.split("/")
                                       else None)]
@@ -318,10 +320,10 @@ class CustomModelSettings(Strict):
         if given:
             raise ValueError(f"model.custom gives config_json and {', '.join(given)}: the numbers come from the "
                              "config.json; remove them (or config_json)")
-        path = STACKS_DIR / v["config_json"]
-        if ".." in v["config_json"].split("/"):
-            return v  # the path rule reports it
-        return {**v, **read_config_json(path)}
+        rel = v["config_json"]
+        if not re.fullmatch(_CONFIG_JSON, rel) or ".." in rel.split("/"):
+            return v  # outside the stacks folder: the field's rule reports it, nothing is read
+        return {**v, **read_config_json(STACKS_DIR / rel)}
 
     @model_validator(mode="after")
     def _complete(self) -> "CustomModelSettings":
