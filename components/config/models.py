@@ -61,13 +61,13 @@ FAMILIES: dict[str, ModelFamily] = {
         transformers_decoder_layer="Qwen2DecoderLayer", qkv_bias=True, qk_norm=False, tool_parser="hermes",
         thinking=False,
         source="transformers models/qwen2/modeling_qwen2.py (q/k/v Linear bias=True); Qwen2.5 tokenizer_config.json "
-               "chat template (<tool_call> JSON, no thinking switch)"),
+               "chat template (`<tool_call>` JSON, no thinking switch)"),
     "qwen3": ModelFamily(
         model_type="qwen3", transformers_config="Qwen3Config", transformers_model="Qwen3ForCausalLM",
         transformers_decoder_layer="Qwen3DecoderLayer", qkv_bias=False, qk_norm=True, tool_parser="hermes",
         thinking=True,
         source="transformers models/qwen3/modeling_qwen3.py (attention_bias False, q_norm/k_norm over head_dim); "
-               "Qwen3 model card: enable_thinking in apply_chat_template, <tool_call> JSON (Hermes) tool calls"),
+               "Qwen3 model card: enable_thinking in apply_chat_template, `<tool_call>` JSON (Hermes) tool calls"),
 }
 # Families the estimate does not cover: refused with this reason until it does.
 REFUSED_MODEL_TYPES: dict[str, str] = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from components.config import CUSTOM, PRESETS, Settings
+from components.config import CUSTOM, FAMILIES, PRESETS, Settings
 from components.config.models import Architecture, ModelPreset
 
 
@@ -56,11 +56,24 @@ def preset_of(s: Settings) -> ModelPreset:
     return custom_preset(s) if s.model.preset == CUSTOM else PRESETS[s.model.preset]
 
 
-def render_presets_table() -> str:
-    """docs/settings.md's presets table, generated from the declaration."""
-    def yn(b: bool) -> str:
-        return "yes" if b else "no"
+def _yn(b: bool) -> str:
+    return "yes" if b else "no"
 
+
+def render_families_table() -> str:
+    """The model families (config.json model_type) the estimate covers and what verl is given for each."""
+    lines = ["| family (model_type) | transformers classes | q/k/v bias | q/k norm | verl tool-call parser "
+             "(`rollout.multi_turn.format`) | thinking switch (`model.thinking`) | source |",
+             "|---|---|---|---|---|---|---|"]
+    for f in FAMILIES.values():
+        lines.append(f"| {f.model_type} | {f.transformers_config}, {f.transformers_model}, {f.transformers_decoder_layer} "
+                     f"| {_yn(f.qkv_bias)} | {_yn(f.qk_norm)} | {f.tool_parser} | {_yn(f.thinking)} | {f.source} |")
+    return "\n".join(lines)
+
+
+def render_presets_table() -> str:
+    """docs/settings.md's families and presets tables, generated from the declaration."""
+    yn = _yn
     lines = ["| preset | family | params (card) | layers / hidden / MLP | heads / KV heads / head dim | vocab | tied "
              "| rollout TP (vLLM-valid up to 64) | offload actor / optim / ref | gpu_mem | micro (actor / log-prob) "
              "| layout from |",
@@ -74,4 +87,4 @@ def render_presets_table() -> str:
             f"| {yn(a.tie_word_embeddings)} | {L.rollout_tp} ({tps}) | {yn(L.actor_param_offload)} / "
             f"{yn(L.actor_optimizer_offload)} / {yn(L.ref_param_offload)} | {L.gpu_memory_utilization} "
             f"| {L.ppo_micro_batch_size_per_gpu} / {L.log_prob_micro_batch_size_per_gpu} | {p.layout_source} |")
-    return "\n".join(lines)
+    return render_families_table() + "\n\n" + "\n".join(lines)

@@ -90,3 +90,13 @@ def test_the_calibration_line_for_the_plan_gives_the_ratio_range_and_the_gpu():
 def test_the_calibration_does_not_depend_on_which_stack_asks():
     other = calibration_error(load_stack("multinode"))
     assert [p.estimated_gib for p in other] == [p.estimated_gib for p in POINTS]
+
+
+def test_docs_memory_md_shows_the_current_table_and_its_range():
+    from components.model.memory_calibration import MEMORY_DOC, refresh_memory_doc
+
+    text = MEMORY_DOC.read_text()
+    assert refresh_memory_doc(text) == text, "stale docs/memory.md calibration table: run `python -m components.config`"
+    fits = [p.ratio for p in POINTS if p.status == "ok"]
+    assert f"{min(fits):.2f}–{max(fits):.2f} × the measured peak reserved on all {len(fits)} points" in text
+    assert f"bound 1.00–{UPPER_RATIO:.2f}" in text
