@@ -150,6 +150,10 @@ def parser() -> argparse.ArgumentParser:
                      help="compute entropy in the update (verl does when entropy_coeff != 0)")
     run.add_argument("--attn", choices=("auto", "flash_attention_2", "sdpa", "eager"), default="auto",
                      help="attention kernel; auto: flash_attention_2 if flash-attn imports, else sdpa")
+    run.add_argument("--init", choices=("device", "meta"), default="device",
+                     help="build the fp32 model on the GPU before FSDP shards it (device, as the committed table was "
+                          "measured), or on the meta device with each layer materialised as FSDP wraps it (meta: for "
+                          "models whose fp32 copy does not fit one GPU)")
     run.add_argument("--expandable-segments", type=_bool, default=True,
                      help="PyTorch allocator expandable_segments (verl turns it on for the training phase)")
     p.add_argument("--simulate-world", type=int, default=0,
@@ -231,6 +235,7 @@ def run_config(a: argparse.Namespace, world_size: int) -> dict:
         "remove_padding": a.remove_padding,
         "entropy_in_update": a.entropy_in_update,
         "expandable_segments": a.expandable_segments,
+        "init": a.init,
         "fsdp": {"version": 1, "sharding": "FULL_SHARD", "wrap": "decoder layer", "param_dtype": "bf16",
                  "reduce_dtype": "fp32", "buffer_dtype": "fp32", "master_dtype": "fp32", "use_orig_params": False},
         "optimizer": {"name": "torch.optim.AdamW", "lr": 1e-6, "betas": [0.9, 0.999], "weight_decay": 0.01, "clip_grad": 1.0},
@@ -388,6 +393,40 @@ def _peaks(torch, device) -> dict:
             "peak_reserved_gib": round(torch.cuda.max_memory_reserved(device) / GIB, 3)}
 
 
+def _init_weights(torch, module) -> None:
+    """Random weights in place of the module's own (recurse=False): norms 1, matrices N(0, 0.02)."""
+    with torch.no_grad():
+        for p in module.parameters(recurse=False):
+            p.fill_(1.0) if p.dim() == 1 else p.normal_(0.0, 0.02)
+
+
+def _materialize_outside_layers(torch, model, cfg, layer_classes, device):
+    """--init meta: put everything outside the decoder layers on `device` now (embeddings, LM head, final norm;
+    the rotary embedding rebuilt there, since its buffers are computed, not loaded), tie the LM head back to the
+    embedding when the config ties them, and return FSDP's param_init_fn for the layers: each is materialised
+    when FSDP wraps it, so the unsharded fp32 model never exists at once (a 32B model is 122 GiB)."""
+    inside = {id(m) for layer in model.modules() if type(layer) in layer_classes for m in layer.modules()}
+    for parent in list(model.modules()):
+        if id(parent) in inside:
+            continue
+        for name, child in list(parent.named_children()):
+            if type(child).__name__.endswith("RotaryEmbedding"):
+                with torch.device(device):
+                    setattr(parent, name, type(child)(config=cfg))
+    for m in model.modules():
+        if id(m) not in inside and any(t.is_meta for t in [*m.parameters(recurse=False), *m.buffers(recurse=False)]):
+            m.to_empty(device=device, recurse=False)
+            _init_weights(torch, m)
+    if cfg.tie_word_embeddings:
+        model.get_output_embeddings().weight = model.get_input_embeddings().weight
+
+    def param_init_fn(module):
+        module.to_empty(device=device, recurse=False)
+        _init_weights(torch, module)
+
+    return param_init_fn
+
+
 def _move_model(torch, fsdp_module, device) -> None:
     """verl's offload_fsdp_model_to_cpu / load_fsdp_model_to_gpu for FSDP1: move each flat parameter shard."""
     from torch.distributed.fsdp._traversal_utils import _get_fsdp_handles
@@ -464,14 +503,16 @@ def measure(a: argparse.Namespace) -> None:
             max_position_embeddings=max(32768, a.seq_len * max(a.micro_batch, a.log_prob_micro_batch)))
         cfg._attn_implementation = attn
         model_cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
-        # Random fp32 weights straight on the GPU (verl: model_dtype fp32; the values do not change memory).
-        with torch.device(device):
+        # Random fp32 weights (verl: model_dtype fp32; the values do not change memory): straight on the GPU, or
+        # with --init meta on the meta device, each decoder layer materialised by FSDP as it wraps it.
+        with torch.device("meta" if a.init == "meta" else device):
             model = model_cls(cfg).to(torch.float32)
         if getattr(cfg, "num_experts", None) or getattr(cfg, "num_local_experts", None):
             raise ValueError(f"{s.family} is a mixture-of-experts model; the tool measures dense models only")
         # verl's FSDP wrap policy wraps the classes the model names in _no_split_modules (its decoder layer).
         layer_classes = {type(m) for m in model.modules() if type(m).__name__ in set(model._no_split_modules or ())}
         counted = sum(p.numel() for p in model.parameters())
+        param_init_fn = _materialize_outside_layers(torch, model, cfg, layer_classes, device) if a.init == "meta" else None
         config.update(params=counted, expected_params=a.expected_params, config_class=type(cfg).__name__,
                       model_class=model_cls.__name__, wrap_classes=sorted(c.__name__ for c in layer_classes))
         if a.expected_params is not None and counted != a.expected_params:
@@ -485,7 +526,15 @@ def measure(a: argparse.Namespace) -> None:
                      device_id=device, sharding_strategy=ShardingStrategy.FULL_SHARD,
                      mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32,
                                                     buffer_dtype=torch.float32),
-                     sync_module_states=False, device_mesh=mesh, forward_prefetch=False, use_orig_params=False)
+                     sync_module_states=False, device_mesh=mesh, forward_prefetch=False, use_orig_params=False,
+                     param_init_fn=param_init_fn)
+        if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
+            raise RuntimeError("a parameter or buffer was left on the meta device")
+        # The shards hold the model once (a tie lost in materialising would add the LM head): world x shard, less
+        # FSDP's padding of each flat parameter to a multiple of the world size.
+        sharded = sum(t.numel() for t in model.parameters()) * world
+        if not counted <= sharded < counted + world * (s.layers + 1):
+            raise RuntimeError(f"FSDP holds {sharded} parameters for a {counted}-parameter model")
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), weight_decay=0.01)
         gen = torch.Generator(device=device).manual_seed(1234 + rank)
 

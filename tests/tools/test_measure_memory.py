@@ -140,18 +140,28 @@ def test_the_committed_table_is_in_the_tools_format():
 
 
 # ------------------------------------------------------------------------------------------- a real step on CPU
-@pytest.mark.parametrize("extra", [[], ["--simulate-world", "2"]], ids=["one-process", "rank-0-of-2-simulated"])
+@pytest.mark.parametrize("extra", [[], ["--simulate-world", "2"],
+                                   ["--simulate-world", "2", "--init", "meta", "--family", "qwen3", "--head-dim", "32",
+                                    "--tie-word-embeddings", "true"]],
+                         ids=["one-process", "rank-0-of-2-simulated", "qwen3-tied-built-on-meta"])
 def test_a_tiny_model_runs_the_whole_step_on_cpu_and_writes_one_point(tmp_path, extra):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     out = tmp_path / "tiny.json"
-    env = {**os.environ, "MASTER_PORT": str(29600 + len(extra)), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "MASTER_PORT": str(29600 + len(extra)),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     subprocess.run([sys.executable, str(REPO / "tools" / "measure_memory.py"), *TINY, *extra, "--out", str(out)],
                    check=True, env=env, timeout=120, capture_output=True)
     point = json.loads(out.read_text())
     assert point["status"] == "ok" and point["config"]["world_size"] == (2 if extra else 1)
     assert set(point["ranks"][0]["phases"]) == {"log_prob_0", "update_0", "log_prob_1", "update_1"}
     assert "flash-attn" in point["impl"]["log_prob"] and point["versions"]["transformers"]
-    # The family's own classes, and the parameter count of the model it built.
-    assert point["config"]["model_class"] == "Qwen2ForCausalLM" and point["config"]["wrap_classes"] == ["Qwen2DecoderLayer"]
-    assert point["config"]["params"] > 0
+    # The family's own classes, and the parameter count of the model it built (the declaration's formula).
+    from components.config.models import Architecture
+
+    family = "qwen3" if "qwen3" in extra else "qwen2"
+    prefix = "Qwen3" if family == "qwen3" else "Qwen2"
+    c = point["config"]
+    assert c["model_class"] == f"{prefix}ForCausalLM" and c["wrap_classes"] == [f"{prefix}DecoderLayer"]
+    assert c["init"] == ("meta" if "meta" in extra else "device")
+    assert c["params"] == Architecture(**c["shape"]).params
