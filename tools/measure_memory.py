@@ -10,12 +10,12 @@ tools/calibrate.sh runs the calibration sweep; docs/memory.md says how to calibr
 
 Reproduces what verl 0.9.1 does for the training phase of a hybrid-engine GRPO step, as the verl-ack stack
 configures it (workers/engine/fsdp/transformer_impl.py, workers/engine_workers.py, trainer/ppo/ray_trainer.py):
-the model family's own transformers model (`AutoConfig.for_model(<model_type>)`: Qwen2Config, Qwen3Config, ...)
+the model family's own transformers model (`AutoConfig.for_model(<model_type>)`: Qwen2Config, Qwen3Config)
 built from the preset's shapes with random weights (nothing is downloaded), fp32 master weights
 (`fsdp_config.model_dtype: fp32`), gradient checkpointing (non-reentrant), FSDP1 FULL_SHARD wrapping each
-decoder layer (the model's `_no_split_modules`, as verl's wrap policy) with MixedPrecision(param bf16, reduce fp32, buffer fp32), AdamW (torch.optim, lr 1e-6,
-weight decay 0.01) with gradient clipping at 1.0, remove-padding (one packed row per micro batch), then per
-step: the old-log-prob forward (no grad, entropy on, `log_prob_micro_batch_size_per_gpu`) and the update
+decoder layer (the model's `_no_split_modules`, as verl's wrap policy) with MixedPrecision(param bf16,
+reduce fp32, buffer fp32), AdamW (torch.optim, lr 1e-6, weight decay 0.01) with gradient clipping at 1.0,
+remove-padding (one packed row per micro batch), then per step: the old-log-prob forward (no grad, entropy on, `log_prob_micro_batch_size_per_gpu`) and the update
 (`ppo_micro_batch_size_per_gpu`, gradient accumulation over micro batches, PPO-clip + low-var KL loss,
 token-mean). Log-probs are taken in fp32 over the vocabulary with flash-attn's Triton cross-entropy
 (backward in place into the bf16 logits) as verl does when flash-attn is installed; without flash-attn an
@@ -447,11 +447,11 @@ def _move_optimizer(torch, optimizer, device) -> None:
 def measure(a: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
+    import transformers
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
-    import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     cuda = torch.cuda.is_available()

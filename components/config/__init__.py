@@ -29,7 +29,6 @@ from components.config.estimates import (
     LatencySettings,
 )
 from components.config.image import ImageSettings, VersionSettings
-from components.config.models import CUSTOM, FAMILIES, PRESET_NAMES, PRESETS, CustomModelSettings
 from components.config.loading import (
     Problem,
     SettingsError,
@@ -38,6 +37,7 @@ from components.config.loading import (
     stack_file,
     validate_settings,
 )
+from components.config.models import CUSTOM, FAMILIES, PRESET_NAMES, PRESETS, CustomModelSettings
 from components.config.project import PROJECT, REPO_ROOT, SECRET_KEYS, SETTINGS_KEY, STACKS_DIR
 from components.config.root import Settings
 from components.config.sandbox import SandboxSettings, TlsSettings
@@ -53,7 +53,8 @@ from components.config.training import (
 from components.config.types import DNS1035, DNS1123_LABEL, DNS1123_SUBDOMAIN, RAYJOB_NAME_MAX, Strict
 
 __all__ = [
-    "CUSTOM", "FAMILIES", "PRESETS", "CustomModelSettings", "DEFAULT_ADDONS", "DEFAULT_CREATE_MINUTES", "DEFAULT_PRICES_USD", "DNS1035", "DNS1123_LABEL", "DNS1123_SUBDOMAIN",
+    "CUSTOM", "FAMILIES", "PRESETS", "CustomModelSettings", "DEFAULT_ADDONS", "DEFAULT_CREATE_MINUTES",
+    "DEFAULT_PRICES_USD", "DNS1035", "DNS1123_LABEL", "DNS1123_SUBDOMAIN",
     "OPTIONAL_ADDONS", "PIPELINE_IMPORTS", "PRESET_NAMES", "PRICE_KEYS", "PROJECT", "RAYJOB_NAME_MAX", "REPO_ROOT",
     "SECRET_KEYS", "SETTINGS_KEY", "STACKS_DIR", "SUPPORTED_DATASETS", "AddonSetting", "ClusterSettings",
     "CostSettings", "DatasetSettings", "EcsGpuSettings", "GpuPoolSettings", "ImageSettings", "JobSettings",

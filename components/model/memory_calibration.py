@@ -77,9 +77,11 @@ def calibration_error(s: Settings, table: list[dict] | None = None) -> list[Cali
                               ref_offload=preset.layout.ref_param_offload, gpu_mem_util=preset.layout.gpu_memory_utilization,
                               micro=c["micro_batch"], uses_ref=True)
         out.append(CalibrationPoint(
-            preset=row["preset"], family=preset.arch.family, world_size=c["world_size"], seq_len=c["seq_len"], micro_batch=c["micro_batch"],
+            preset=row["preset"], family=preset.arch.family, world_size=c["world_size"], seq_len=c["seq_len"],
+            micro_batch=c["micro_batch"],
             log_prob_micro_batch=c["log_prob_micro_batch"], status=row["status"],
-            measured_reserved_gib=row["peak_reserved_gib"], estimated_gib=est.train_reserved_gib, estimated_total_gib=est.train_gib,
+            measured_reserved_gib=row["peak_reserved_gib"], estimated_gib=est.train_reserved_gib,
+            estimated_total_gib=est.train_gib,
             measured_outside_torch_gib=row["outside_torch_gib"],
             gpu_gib=row["machine"]["gpu_memory_gib"], gpu_name=row["machine"]["gpu_name"]))
     return out

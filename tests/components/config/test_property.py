@@ -77,7 +77,7 @@ bad_values = st.recursive(scalars, lambda inner: st.one_of(
 def _mutate(raw: dict, path: tuple, value) -> dict:
     raw = copy.deepcopy(raw)
     node = raw
-    for key, nxt in zip(path[:-1], path[1:]):
+    for key, nxt in zip(path[:-1], path[1:], strict=True):
         if isinstance(node, list):
             node.extend([None] * (key + 1 - len(node)))
         child = node[key] if isinstance(node, list) else node.get(key)

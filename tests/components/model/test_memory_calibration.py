@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.model import load_stack
 from components.config import FAMILIES, PRESETS
+from components.model import load_stack
 from components.model.layout import RUNTIME_OVERHEAD_GIB
 from components.model.memory_calibration import (
     UPPER_RATIO,

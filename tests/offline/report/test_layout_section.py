@@ -18,8 +18,8 @@ def test_the_memory_section_states_the_calibration_error_of_the_estimate():
 
 
 def test_the_layout_section_names_the_models_family_parser_and_thinking_mode_and_an_uncalibrated_family():
-    from tests.conftest import stack_settings
     from components.model import parse_settings
+    from tests.conftest import stack_settings
 
     s = parse_settings(stack_settings("dev", {"model": {"preset": "qwen3-4b", "ppo_micro_batch_size_per_gpu": 8}}))
     md = layout_section(s, record("dev")).markdown
