@@ -15,7 +15,8 @@ built from the preset's shapes with random weights (nothing is downloaded), fp32
 (`fsdp_config.model_dtype: fp32`), gradient checkpointing (non-reentrant), FSDP1 FULL_SHARD wrapping each
 decoder layer (the model's `_no_split_modules`, as verl's wrap policy) with MixedPrecision(param bf16,
 reduce fp32, buffer fp32), AdamW (torch.optim, lr 1e-6, weight decay 0.01) with gradient clipping at 1.0,
-remove-padding (one packed row per micro batch), then per step: the old-log-prob forward (no grad, entropy on, `log_prob_micro_batch_size_per_gpu`) and the update
+remove-padding (one packed row per micro batch), then per step: the old-log-prob forward (no grad, entropy
+on, `log_prob_micro_batch_size_per_gpu`) and the update
 (`ppo_micro_batch_size_per_gpu`, gradient accumulation over micro batches, PPO-clip + low-var KL loss,
 token-mean). Log-probs are taken in fp32 over the vocabulary with flash-attn's Triton cross-entropy
 (backward in place into the bf16 logits) as verl does when flash-attn is installed; without flash-attn an
