@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.config import FAMILIES, PRESETS, REPO_ROOT, Settings
+from components.config.docs import _replace_block
+from components.config.loading import raw_settings
+from components.model import parse_settings
 from components.model.layout import RUNTIME_OVERHEAD_GIB, estimate_memory
 
 TABLE = Path(__file__).with_name("memory_calibration.json")
@@ -131,7 +134,4 @@ def render_calibration_table(s: Settings) -> str:
 def refresh_memory_doc(text: str) -> str:
     """docs/memory.md with the calibration table replaced. The points do not depend on the stack (they pin every
     setting the estimate reads), so the dev stack's settings serve."""
-    from components.config.docs import _replace_block
-    from components.model import load_stack
-
-    return _replace_block(text, MEMORY_DOC_START, MEMORY_DOC_END, render_calibration_table(load_stack("dev")))
+    return _replace_block(text, MEMORY_DOC_START, MEMORY_DOC_END, render_calibration_table(parse_settings(raw_settings("dev"))))
