@@ -34,6 +34,15 @@ VARIANTS = {
     "KubeRay from the ACK add-on": ("dev", {"versions": {"kuberay_source": "addon"}}),
     "K8sJobMode submission": ("dev", {"job": {"submission_mode": "K8sJobMode"}}),
     "ModelScope download": ("dev", {"model": {"source": "modelscope"}}),
+    # verl's run_qwen3-8b.sh micro batch (32) exceeds dev's per-GPU mini batch of 16 (rule 5): 16 it is.
+    "Qwen3-8B preset": ("dev", {"model": {"preset": "qwen3-8b", "ppo_micro_batch_size_per_gpu": 16}}),
+    "Qwen3 thinking on": ("dev", {"model": {"preset": "qwen3-4b", "thinking": True, "ppo_micro_batch_size_per_gpu": 8},
+                                  "training": {"max_response_length": 4096}}),
+    "custom model from ModelScope": ("existing-ecs", {"model": {
+        "preset": "custom", "source": "modelscope", "custom": {
+            "modelscope_id": "acme/Qwen2.5-0.5B-gsm8k", "family": "qwen2", "layers": 24, "hidden_size": 896,
+            "intermediate_size": 4864, "attention_heads": 14, "kv_heads": 2, "vocab_size": 151936,
+            "tie_word_embeddings": True}}}),
     "full dataset, several epochs": ("dev", {"dataset": {"use_subsets": False},
                                              "training": {"total_training_steps": None, "total_epochs": 2}}),
 }
@@ -56,3 +65,25 @@ def test_the_offline_plan_renders_every_variant_without_leaking_a_secret(variant
     assert json.loads((out / "plan.json").read_text())["training_entrypoint"].startswith("python3 -m verl")
     text = "".join(f.read_text() for f in out.rglob("*") if f.is_file())
     assert not any(v in text for v in SECRETS.values())
+
+
+def test_a_custom_model_read_from_a_config_json_in_the_stacks_folder_plans_and_says_its_estimate_is_uncalibrated(
+        tmp_path, monkeypatch):
+    from components.config import models
+
+    monkeypatch.setattr(models, "STACKS_DIR", tmp_path)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "qwen3-1.7b-tuned.json").write_text(json.dumps({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 28, "hidden_size": 2048,
+        "intermediate_size": 6144, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+        "vocab_size": 151936, "tie_word_embeddings": True}))
+    doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
+    doc["config"]["verl-ack:settings"] = deep_merge(doc["config"]["verl-ack:settings"], {"model": {
+        "preset": "custom", "custom": {"hf_id": "acme/qwen3-1.7b-tuned", "config_json": "models/qwen3-1.7b-tuned.json"}}})
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    plan.build_plan(path, "dev", tmp_path / "out", secret_values=SECRETS)
+    md = (tmp_path / "out" / "plan.md").read_text()
+    assert "acme/qwen3-1.7b-tuned (1.721 B parameters, qwen3; layout defaults from the nearest qwen3 preset, qwen3-1.7b)" in md
+    assert "no qwen3 model measured yet: its estimate is uncalibrated" in md
+    assert "actor_rollout_ref.rollout.multi_turn.format=hermes" in md

@@ -10,11 +10,13 @@ tools/calibrate.sh runs the calibration sweep; docs/memory.md says how to calibr
 
 Reproduces what verl 0.9.1 does for the training phase of a hybrid-engine GRPO step, as the verl-ack stack
 configures it (workers/engine/fsdp/transformer_impl.py, workers/engine_workers.py, trainer/ppo/ray_trainer.py):
-a Qwen2 model built from the preset's shapes with random weights (nothing is downloaded), fp32 master weights
+the model family's own transformers model (`AutoConfig.for_model(<model_type>)`: Qwen2Config, Qwen3Config)
+built from the preset's shapes with random weights (nothing is downloaded), fp32 master weights
 (`fsdp_config.model_dtype: fp32`), gradient checkpointing (non-reentrant), FSDP1 FULL_SHARD wrapping each
-decoder layer with MixedPrecision(param bf16, reduce fp32, buffer fp32), AdamW (torch.optim, lr 1e-6,
-weight decay 0.01) with gradient clipping at 1.0, remove-padding (one packed row per micro batch), then per
-step: the old-log-prob forward (no grad, entropy on, `log_prob_micro_batch_size_per_gpu`) and the update
+decoder layer (the model's `_no_split_modules`, as verl's wrap policy) with MixedPrecision(param bf16,
+reduce fp32, buffer fp32), AdamW (torch.optim, lr 1e-6, weight decay 0.01) with gradient clipping at 1.0,
+remove-padding (one packed row per micro batch), then per step: the old-log-prob forward (no grad, entropy
+on, `log_prob_micro_batch_size_per_gpu`) and the update
 (`ppo_micro_batch_size_per_gpu`, gradient accumulation over micro batches, PPO-clip + low-var KL loss,
 token-mean). Log-probs are taken in fp32 over the vocabulary with flash-attn's Triton cross-entropy
 (backward in place into the bf16 logits) as verl does when flash-attn is installed; without flash-attn an
@@ -50,45 +52,39 @@ from pathlib import Path
 GIB = 1024**3
 SCHEMA = 1
 REPO = Path(__file__).resolve().parent.parent
-ROPE_THETA = 1_000_000.0  # Qwen2.5's rope_theta; does not change memory
+ROPE_THETA = 1_000_000.0  # Qwen2.5's and Qwen3's rope_theta; does not change memory
 CE_CHUNK_ROWS = 256  # rows of the fallback cross-entropy / entropy processed at once (a ~150 MiB fp32 chunk)
 
 
 # --------------------------------------------------------------------------------------------- shapes
 @dataclass(frozen=True)
 class Shape:
-    """The architecture numbers that decide memory (Qwen2: q/k/v biases, SwiGLU MLP, RMSNorm)."""
+    """The config.json numbers that decide memory. `family` is transformers' `model_type` (qwen2, qwen3): the
+    model class, its biases and norms are the family's own, never re-declared here."""
 
+    family: str
     layers: int
     hidden_size: int
     intermediate_size: int
     attention_heads: int
     kv_heads: int
+    head_dim: int
     vocab_size: int
     tie_word_embeddings: bool
 
-    @property
-    def params(self) -> int:
-        h, kv = self.hidden_size, self.kv_heads * (self.hidden_size // self.attention_heads)
-        attn = h * h + h + 2 * (h * kv + kv) + h * h
-        layer = attn + 3 * h * self.intermediate_size + 2 * h
-        embed = self.vocab_size * h
-        return self.layers * layer + embed * (1 if self.tie_word_embeddings else 2) + h
 
-
-PRESET_FIELDS = ("params_billion", "layers", "hidden_size", "intermediate_size", "attention_heads", "kv_heads",
-                 "vocab_size", "ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu",
-                 "actor_param_offload", "actor_optimizer_offload")
+SHAPE_FIELDS = ("family", "layers", "hidden_size", "intermediate_size", "attention_heads", "kv_heads", "head_dim",
+                "vocab_size", "tie_word_embeddings")
 
 
 def export_presets() -> dict[str, dict]:
-    """The presets' shapes and actor defaults as plain data, for a GPU box without the program's dependencies
-    (components.model.presets imports the pydantic settings, whose package imports pulumi)."""
+    """The presets' shapes, exact parameter counts and actor defaults as plain data, for a GPU box without the
+    program's dependencies (the declaration is components/config/models.py)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from components.model.presets import PRESETS
+    from components.config.models import export_presets as export
 
-    return {k: {f: getattr(p, f) for f in PRESET_FIELDS} for k, p in PRESETS.items()}
+    return export()
 
 
 def load_presets(path: str | Path | None = None) -> dict[str, dict]:
@@ -97,11 +93,21 @@ def load_presets(path: str | Path | None = None) -> dict[str, dict]:
 
 
 def shape_of_preset(preset: dict) -> Shape:
-    """The preset's shapes; tied embeddings are inferred from the card's parameter count (Qwen2.5 ties them
-    up to 3B), since the preset does not carry the flag."""
-    fields = {f: preset[f] for f in ("layers", "hidden_size", "intermediate_size", "attention_heads", "kv_heads", "vocab_size")}
-    target = preset["params_billion"] * 1e9
-    return min((Shape(**fields, tie_word_embeddings=t) for t in (True, False)), key=lambda s: abs(s.params - target))
+    """The preset's shapes, as its config.json states them (tie_word_embeddings and head_dim included)."""
+    return Shape(**{f: preset[f] for f in SHAPE_FIELDS})
+
+
+def shape_of_config_json(path: str | Path) -> dict:
+    """The shape fields a Hugging Face config.json states (a custom model): head_dim defaults to hidden / heads
+    and tie_word_embeddings to False, as transformers' Qwen2Config and Qwen3Config do."""
+    c = json.loads(Path(path).read_text())
+    if any(k in c for k in ("num_experts", "num_local_experts", "n_routed_experts")):
+        raise ValueError(f"{path}: a mixture-of-experts model; the tool and the estimate cover dense models only")
+    return {"family": c["model_type"], "layers": c["num_hidden_layers"], "hidden_size": c["hidden_size"],
+            "intermediate_size": c["intermediate_size"], "attention_heads": c["num_attention_heads"],
+            "kv_heads": c.get("num_key_value_heads", c["num_attention_heads"]),
+            "head_dim": c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+            "vocab_size": c["vocab_size"], "tie_word_embeddings": bool(c.get("tie_word_embeddings", False))}
 
 
 # --------------------------------------------------------------------------------------------- arguments
@@ -119,11 +125,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--presets-file", help="presets exported by `measure_memory.py presets` (where the repository's "
                                           "requirements are not installed); default: import them from the repository")
     shape = p.add_argument_group("explicit shapes (override the preset's, or stand alone without --preset)")
+    shape.add_argument("--config-json", help="a Hugging Face config.json to take the shapes from (a custom model)")
+    shape.add_argument("--family", help="transformers model_type: qwen2 (default without a preset) or qwen3")
     shape.add_argument("--layers", type=int)
     shape.add_argument("--hidden-size", type=int)
     shape.add_argument("--intermediate-size", type=int)
     shape.add_argument("--attention-heads", type=int)
     shape.add_argument("--kv-heads", type=int)
+    shape.add_argument("--head-dim", type=int, help="default: hidden size / attention heads")
     shape.add_argument("--vocab-size", type=int)
     shape.add_argument("--tie-word-embeddings", type=_bool)
     run = p.add_argument_group("the step, as verl-ack configures verl")
@@ -142,6 +151,10 @@ def parser() -> argparse.ArgumentParser:
                      help="compute entropy in the update (verl does when entropy_coeff != 0)")
     run.add_argument("--attn", choices=("auto", "flash_attention_2", "sdpa", "eager"), default="auto",
                      help="attention kernel; auto: flash_attention_2 if flash-attn imports, else sdpa")
+    run.add_argument("--init", choices=("device", "meta"), default="device",
+                     help="build the fp32 model on the GPU before FSDP shards it (device, as the committed table was "
+                          "measured), or on the meta device with each layer materialised as FSDP wraps it (meta: for "
+                          "models whose fp32 copy does not fit one GPU)")
     run.add_argument("--expandable-segments", type=_bool, default=True,
                      help="PyTorch allocator expandable_segments (verl turns it on for the training phase)")
     p.add_argument("--simulate-world", type=int, default=0,
@@ -162,18 +175,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if a.preset not in presets:
             p.error(f"--preset {a.preset!r} is not a preset; use one of {', '.join(presets)}")
         preset = presets[a.preset]
-    names = ("layers", "hidden_size", "intermediate_size", "attention_heads", "kv_heads", "vocab_size", "tie_word_embeddings")
     base = asdict(shape_of_preset(preset)) if preset else {}
-    for n in names:
+    if a.config_json:
+        try:
+            base.update(shape_of_config_json(a.config_json))
+        except (OSError, KeyError, ValueError) as e:
+            p.error(f"--config-json {a.config_json}: {e}")
+    for n in SHAPE_FIELDS:
         if getattr(a, n) is not None:
             base[n] = getattr(a, n)
-    missing = [n for n in names if n not in base and n != "tie_word_embeddings"]
+    missing = [n for n in SHAPE_FIELDS if n not in base and n not in ("tie_word_embeddings", "family", "head_dim")]
     if missing:
         p.error("without --preset every shape is needed; missing " + ", ".join("--" + n.replace("_", "-") for n in missing))
     base.setdefault("tie_word_embeddings", False)
+    base.setdefault("family", "qwen2")
+    if not base.get("head_dim"):
+        if base["hidden_size"] % base["attention_heads"]:
+            p.error("hidden size must split into the attention heads (or give --head-dim)")
+        base["head_dim"] = base["hidden_size"] // base["attention_heads"]
     a.shape = Shape(**base)
-    if a.shape.hidden_size % a.shape.attention_heads or a.shape.attention_heads % a.shape.kv_heads:
-        p.error("hidden size must split into the attention heads, and attention heads into the KV heads")
+    a.expected_params = preset.get("params") if preset and not a.config_json and all(
+        getattr(a, n) is None for n in SHAPE_FIELDS) else None
+    if a.shape.attention_heads % a.shape.kv_heads:
+        p.error("attention heads must split into the KV heads")
     for flag, field in (("micro_batch", "ppo_micro_batch_size_per_gpu"),
                         ("log_prob_micro_batch", "log_prob_micro_batch_size_per_gpu"),
                         ("param_offload", "actor_param_offload"), ("optimizer_offload", "actor_optimizer_offload")):
@@ -195,7 +219,8 @@ def run_config(a: argparse.Namespace, world_size: int) -> dict:
     return {
         "preset": a.preset,
         "shape": asdict(a.shape),
-        "params": a.shape.params,
+        # The preset's count (components/config/models.py); the run replaces it with the built model's own.
+        "params": a.expected_params,
         "world_size": world_size,
         "collectives": (f"fake process group: rank 0 of {world_size} simulated on one device" if a.simulate_world
                         else "nccl/gloo, one process per device"),
@@ -211,6 +236,7 @@ def run_config(a: argparse.Namespace, world_size: int) -> dict:
         "remove_padding": a.remove_padding,
         "entropy_in_update": a.entropy_in_update,
         "expandable_segments": a.expandable_segments,
+        "init": a.init,
         "fsdp": {"version": 1, "sharding": "FULL_SHARD", "wrap": "decoder layer", "param_dtype": "bf16",
                  "reduce_dtype": "fp32", "buffer_dtype": "fp32", "master_dtype": "fp32", "use_orig_params": False},
         "optimizer": {"name": "torch.optim.AdamW", "lr": 1e-6, "betas": [0.9, 0.999], "weight_decay": 0.01, "clip_grad": 1.0},
@@ -282,7 +308,7 @@ def collect(folder: Path) -> dict:
             write_point(out, [json.loads(p.read_text()) for p in sorted(folder.glob(out.name + ".rank*"))])
     points = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     rows = [table_record(p) for p in points if p.get("schema") == SCHEMA]
-    rows.sort(key=lambda r: (r["config"]["params"], r["seq_len"], r["world_size"]))
+    rows.sort(key=lambda r: (r["config"]["params"] or 0, r["seq_len"], r["world_size"]))
     return {"description": "Peak per-GPU memory of verl's FSDP actor step (old-log-prob forward and update), measured "
                            "with tools/measure_memory.py through tools/calibrate.sh; see docs/memory.md.",
             "points": rows}
@@ -368,6 +394,40 @@ def _peaks(torch, device) -> dict:
             "peak_reserved_gib": round(torch.cuda.max_memory_reserved(device) / GIB, 3)}
 
 
+def _init_weights(torch, module) -> None:
+    """Random weights in place of the module's own (recurse=False): norms 1, matrices N(0, 0.02)."""
+    with torch.no_grad():
+        for p in module.parameters(recurse=False):
+            p.fill_(1.0) if p.dim() == 1 else p.normal_(0.0, 0.02)
+
+
+def _materialize_outside_layers(torch, model, cfg, layer_classes, device):
+    """--init meta: put everything outside the decoder layers on `device` now (embeddings, LM head, final norm;
+    the rotary embedding rebuilt there, since its buffers are computed, not loaded), tie the LM head back to the
+    embedding when the config ties them, and return FSDP's param_init_fn for the layers: each is materialised
+    when FSDP wraps it, so the unsharded fp32 model never exists at once (a 32B model is 122 GiB)."""
+    inside = {id(m) for layer in model.modules() if type(layer) in layer_classes for m in layer.modules()}
+    for parent in list(model.modules()):
+        if id(parent) in inside:
+            continue
+        for name, child in list(parent.named_children()):
+            if type(child).__name__.endswith("RotaryEmbedding"):
+                with torch.device(device):
+                    setattr(parent, name, type(child)(config=cfg))
+    for m in model.modules():
+        if id(m) not in inside and any(t.is_meta for t in [*m.parameters(recurse=False), *m.buffers(recurse=False)]):
+            m.to_empty(device=device, recurse=False)
+            _init_weights(torch, m)
+    if cfg.tie_word_embeddings:
+        model.get_output_embeddings().weight = model.get_input_embeddings().weight
+
+    def param_init_fn(module):
+        module.to_empty(device=device, recurse=False)
+        _init_weights(torch, module)
+
+    return param_init_fn
+
+
 def _move_model(torch, fsdp_module, device) -> None:
     """verl's offload_fsdp_model_to_cpu / load_fsdp_model_to_gpu for FSDP1: move each flat parameter shard."""
     from torch.distributed.fsdp._traversal_utils import _get_fsdp_handles
@@ -388,12 +448,12 @@ def _move_optimizer(torch, optimizer, device) -> None:
 def measure(a: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
+    import transformers
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     cuda = torch.cuda.is_available()
     rank, world, local = (int(os.environ.get(k, d)) for k, d in (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
@@ -436,23 +496,46 @@ def measure(a: argparse.Namespace) -> None:
     phase = "build"
     try:
         s = a.shape
-        cfg = Qwen2Config(vocab_size=s.vocab_size, hidden_size=s.hidden_size, intermediate_size=s.intermediate_size,
-                          num_hidden_layers=s.layers, num_attention_heads=s.attention_heads, num_key_value_heads=s.kv_heads,
-                          tie_word_embeddings=s.tie_word_embeddings, rope_theta=ROPE_THETA, use_cache=False,
-                          max_position_embeddings=max(32768, a.seq_len * max(a.micro_batch, a.log_prob_micro_batch)))
+        # The family's own config class (Qwen2Config, Qwen3Config, ...) and causal-LM class, by model_type.
+        cfg = transformers.AutoConfig.for_model(
+            s.family, vocab_size=s.vocab_size, hidden_size=s.hidden_size, intermediate_size=s.intermediate_size,
+            num_hidden_layers=s.layers, num_attention_heads=s.attention_heads, num_key_value_heads=s.kv_heads,
+            head_dim=s.head_dim, tie_word_embeddings=s.tie_word_embeddings, rope_theta=ROPE_THETA, use_cache=False,
+            max_position_embeddings=max(32768, a.seq_len * max(a.micro_batch, a.log_prob_micro_batch)))
         cfg._attn_implementation = attn
-        # Random fp32 weights straight on the GPU (verl: model_dtype fp32; the values do not change memory).
-        with torch.device(device):
-            model = Qwen2ForCausalLM(cfg).to(torch.float32)
+        model_cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
+        # Random fp32 weights (verl: model_dtype fp32; the values do not change memory): straight on the GPU, or
+        # with --init meta on the meta device, each decoder layer materialised by FSDP as it wraps it.
+        with torch.device("meta" if a.init == "meta" else device):
+            model = model_cls(cfg).to(torch.float32)
+        if getattr(cfg, "num_experts", None) or getattr(cfg, "num_local_experts", None):
+            raise ValueError(f"{s.family} is a mixture-of-experts model; the tool measures dense models only")
+        # verl's FSDP wrap policy wraps the classes the model names in _no_split_modules (its decoder layer).
+        layer_classes = {type(m) for m in model.modules() if type(m).__name__ in set(model._no_split_modules or ())}
+        counted = sum(p.numel() for p in model.parameters())
+        param_init_fn = _materialize_outside_layers(torch, model, cfg, layer_classes, device) if a.init == "meta" else None
+        config.update(params=counted, expected_params=a.expected_params, config_class=type(cfg).__name__,
+                      model_class=model_cls.__name__, wrap_classes=sorted(c.__name__ for c in layer_classes))
+        if a.expected_params is not None and counted != a.expected_params:
+            print(f"warning: the built model has {counted} parameters, the preset's count is {a.expected_params}",
+                  flush=True)
         if a.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("fsdp",))
         model = FSDP(model, auto_wrap_policy=functools.partial(transformer_auto_wrap_policy,
-                                                           transformer_layer_cls={Qwen2DecoderLayer}),
+                                                           transformer_layer_cls=layer_classes),
                      device_id=device, sharding_strategy=ShardingStrategy.FULL_SHARD,
                      mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32,
                                                     buffer_dtype=torch.float32),
-                     sync_module_states=False, device_mesh=mesh, forward_prefetch=False, use_orig_params=False)
+                     sync_module_states=False, device_mesh=mesh, forward_prefetch=False, use_orig_params=False,
+                     param_init_fn=param_init_fn)
+        if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
+            raise RuntimeError("a parameter or buffer was left on the meta device")
+        # The shards hold the model once (a tie lost in materialising would add the LM head): world x shard, less
+        # FSDP's padding of each flat parameter to a multiple of the world size.
+        sharded = sum(t.numel() for t in model.parameters()) * world
+        if not counted <= sharded < counted + world * (s.layers + 1):
+            raise RuntimeError(f"FSDP holds {sharded} parameters for a {counted}-parameter model")
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), weight_decay=0.01)
         gen = torch.Generator(device=device).manual_seed(1234 + rank)
 

@@ -36,12 +36,12 @@ from components.config.loading import (
     stack_file,
     validate_settings,
 )
+from components.config.models import CUSTOM, FAMILIES, PRESET_NAMES, PRESETS, CustomModelSettings
 from components.config.project import PROJECT, REPO_ROOT, SECRET_KEYS, SETTINGS_KEY, STACKS_DIR
 from components.config.root import Settings
 from components.config.sandbox import SandboxSettings, TlsSettings
 from components.config.training import (
     PIPELINE_IMPORTS,
-    PRESET_NAMES,
     SUPPORTED_DATASETS,
     DatasetSettings,
     JobSettings,
@@ -52,8 +52,8 @@ from components.config.training import (
 from components.config.types import DNS1035, DNS1123_LABEL, DNS1123_SUBDOMAIN, RAYJOB_NAME_MAX, Strict
 
 __all__ = [
-    "ADDON_ROLES", "DEFAULT_ADDONS", "DEFAULT_CREATE_MINUTES", "DEFAULT_PRICES_USD", "DNS1035", "DNS1123_LABEL",
-    "DNS1123_SUBDOMAIN",
+    "ADDON_ROLES", "CUSTOM", "FAMILIES", "PRESETS", "CustomModelSettings", "DEFAULT_ADDONS", "DEFAULT_CREATE_MINUTES",
+    "DEFAULT_PRICES_USD", "DNS1035", "DNS1123_LABEL", "DNS1123_SUBDOMAIN",
     "OPTIONAL_ADDONS", "PIPELINE_IMPORTS", "PRESET_NAMES", "PRICE_KEYS", "PROJECT", "RAYJOB_NAME_MAX", "REPO_ROOT",
     "SECRET_KEYS", "SETTINGS_KEY", "STACKS_DIR", "SUPPORTED_DATASETS", "AddonSetting", "ClusterSettings",
     "CostSettings", "DatasetSettings", "EcsGpuSettings", "GpuPoolSettings", "ImageSettings", "JobSettings",

@@ -7,6 +7,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from components.config.models import CUSTOM, FAMILIES, PRESET_NAMES, PRESETS, CustomModelSettings
 from components.config.sharing import Coefficient, Rate, SampleCount, SweepSettings
 from components.config.types import (
     INT64_MAX,
@@ -26,10 +27,6 @@ from components.config.types import (
     Strict,
 )
 
-# The model presets (components/model/presets.py holds their shapes; it refuses to import when its keys and
-# these names differ). Named here so that this package needs nothing else of the repo.
-PRESET_NAMES = ("qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct", "qwen2.5-7b-instruct",
-                "qwen2.5-14b-instruct", "qwen2.5-32b-instruct", "qwen2.5-72b-instruct")
 # Datasets the dataset Job can preprocess; pipeline/gsm8k.py keeps the same list for the pod (it cannot import
 # this package there) and tests/pipeline compares the two.
 SUPPORTED_DATASETS = ("openai/gsm8k",)
@@ -83,10 +80,19 @@ class DatasetSettings(Strict):
 
 
 class ModelSettings(Strict):
-    preset: Literal[PRESET_NAMES] = Field(  # type: ignore[valid-type]
-        "qwen2.5-3b-instruct", description="Model preset (architecture facts and default parallelism).")
+    preset: Literal[(*PRESET_NAMES, CUSTOM)] = Field(  # type: ignore[valid-type]
+        "qwen2.5-3b-instruct", description="Model preset (architecture facts and default parallelism; docs/settings.md "
+        "lists them), or `custom` for the model in model.custom.")
+    custom: Optional[CustomModelSettings] = Field(
+        None, description="Your own dense model (model.preset: custom): its hub repository and architecture numbers, "
+        "or a config.json in the stacks folder. Default parallelism is the same-family preset nearest in size.")
     source: Literal["huggingface", "modelscope"] = Field(
         "huggingface", description="Hub the model staging job downloads from (ModelScope is faster in mainland regions).")
+    thinking: bool | None = Field(
+        None, description="Thinking mode of a model whose chat template has the switch (Qwen3): verl's "
+        "data.apply_chat_template_kwargs.enable_thinking, which both the dataset's prompt rendering and the "
+        "agent loop's rollout read. Empty = off (short answers: GSM8K's 1024-token responses; thinking needs far "
+        "longer ones). Other families have no switch: true is refused.")
     rollout_tp: int | None = Field(None, ge=1, le=4096, description="Override: vLLM tensor parallel size.")
     actor_param_offload: bool | None = Field(None, description="Override: FSDP actor parameter offload.")
     actor_optimizer_offload: bool | None = Field(None, description="Override: FSDP actor optimizer offload.")
@@ -95,6 +101,24 @@ class ModelSettings(Strict):
     ppo_micro_batch_size_per_gpu: int | None = Field(None, ge=1, le=1 << 20, description="Override: actor micro batch per GPU.")
     log_prob_micro_batch_size_per_gpu: int | None = Field(
         None, ge=1, le=1 << 20, description="Override: log-prob micro batch per GPU.")
+
+    @model_validator(mode="after")
+    def _custom_model(self) -> "ModelSettings":
+        if self.preset == CUSTOM and self.custom is None:
+            raise ValueError("model.preset is custom but model.custom is empty; declare the model there (hf_id and "
+                             "config_json, or its architecture numbers)")
+        if self.preset != CUSTOM and self.custom is not None:
+            raise ValueError(f"model.custom is set but model.preset is {self.preset!r}; set model.preset: custom to "
+                             "train it, or remove model.custom")
+        c = self.custom
+        if c is not None and self.source == "huggingface" and c.hf_id is None:
+            raise ValueError("model.source is huggingface but model.custom has no hf_id; add it or set model.source: "
+                             "modelscope")
+        family = c.family if c is not None else PRESETS[self.preset].arch.family
+        if self.thinking and not FAMILIES[family].thinking:
+            raise ValueError(f"model.thinking is true but the {family} family's chat template has no thinking switch; "
+                             "remove it (or use a Qwen3 model)")
+        return self
 
 
 # --------------------------------------------------------------------------------------------- training

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from components.config import Settings
-from components.model.presets import ModelPreset, allowed_rollout_tp, preset_of, vllm_tp_ok
+from components.config.models import ModelPreset
+from components.model.presets import allowed_rollout_tp, preset_of, vllm_tp_ok
 
 GIB = 1024**3
 # Memory on the GPU outside PyTorch's allocator: CUDA context, NCCL and library workspaces (1.3 GiB measured
@@ -23,9 +24,12 @@ GIB = 1024**3
 RUNTIME_OVERHEAD_GIB = 2.5
 # Fitted to tools/measure_memory.py runs of verl's actor step (components/model/memory_calibration.json,
 # docs/memory.md): what the caching allocator reserves beyond the peak it hands out, as a fraction of that
-# peak, plus bytes per embedding/LM-head parameter (the unsharded root FSDP unit's odd-sized blocks).
-ALLOCATOR_SLACK = 0.20
-ROOT_UNIT_SLACK_BYTES = 3.5
+# peak, plus a fixed reserve, plus bytes per embedding/LM-head parameter (the unsharded root FSDP unit's
+# odd-sized blocks). With these the reserved part of the estimate is 1.00-1.12x the measured peak reserved on
+# every point that ran (the bound is 1.00-1.15x, components/model/memory_calibration.py).
+ALLOCATOR_SLACK = 0.13
+ALLOCATOR_RESERVE_GIB = 1.25
+ROOT_UNIT_SLACK_BYTES = 6.0
 WARN_FRACTION = 0.90  # warn when the estimated peak passes 90 % of a GPU
 RAY_CPUS_PER_GPU = 3  # verl's placement-group bundle is {CPU: 3, GPU: 1} (single_controller/ray/base.py)
 NODE_RESERVED_CPUS = 4  # kubelet, CSI fuse pods, device plugin, logging daemons
@@ -64,7 +68,8 @@ class MemoryEstimate:
     """Estimated peak GiB per GPU in each phase of a hybrid-engine GRPO step."""
 
     gpu_gib: float
-    train_gib: float
+    train_gib: float  # train_reserved_gib plus RUNTIME_OVERHEAD_GIB: what the GPU must hold
+    train_reserved_gib: float  # what PyTorch's caching allocator reserves (the calibrated part)
     rollout_gib: float
     vllm_weights_gib: float
     vllm_share_gib: float
@@ -131,22 +136,21 @@ def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, pa
       which holds one more fp32 temporary per parameter;
     - the old-log-prob forward (no gradients, `log_prob_micro_batch_size_per_gpu`): parameters and whatever
       optimizer state is not offloaded, the bf16 logits and the gathered root unit.
-    PyTorch reserves more than that peak (ALLOCATOR_SLACK, ROOT_UNIT_SLACK_BYTES), and the CUDA context and
-    NCCL sit outside it (RUNTIME_OVERHEAD_GIB).
+    PyTorch reserves more than that peak (ALLOCATOR_SLACK, ALLOCATOR_RESERVE_GIB, ROOT_UNIT_SLACK_BYTES), and
+    the CUDA context and NCCL sit outside it (RUNTIME_OVERHEAD_GIB).
     Rollout phase: vLLM wakes up and takes `gpu_memory_utilization` of the GPU while whatever the actor and
     reference did not offload stays resident; vLLM's own bf16 weight shard must fit inside its share.
     """
-    p = preset.params_billion * 1e9
+    a = preset.arch
+    # The exact parameter count of the family's layers (components/config/models.py, equal to transformers'
+    # own model's count); the root FSDP unit holds the embedding and, when untied, the LM head.
+    p = a.params
     gpu = s.gpu_pool.gpu_memory_gib
     t = s.training
-    h, layers, vocab = preset.hidden_size, preset.layers, preset.vocab_size
-    kv = preset.kv_heads * (h // preset.attention_heads)
-    # q/k/v (with biases), o, the SwiGLU MLP and two norms; what the card's count has beyond the decoder
-    # layers is the embedding table and, when untied (7B and up), the LM head.
-    layer_size = 2 * h * h + 2 * h * kv + h + 2 * kv + 3 * h * preset.intermediate_size + 2 * h
-    embed = max(p - layers * layer_size, vocab * h)
+    h, layers, vocab = a.hidden_size, a.layers, a.vocab_size
+    embed = a.embedding_params
     seq = t.max_prompt_length + t.max_response_length
-    log_prob_micro = _pick(s.model.log_prob_micro_batch_size_per_gpu, preset.log_prob_micro_batch_size_per_gpu)
+    log_prob_micro = _pick(s.model.log_prob_micro_batch_size_per_gpu, preset.layout.log_prob_micro_batch_size_per_gpu)
     sp = t.ulysses_sequence_parallel_size
     tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz else micro * seq) / sp
     log_prob_tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz else log_prob_micro * seq) / sp
@@ -155,14 +159,17 @@ def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, pa
     adam_step = 4 * p / world
     logits = tokens * vocab * 2
     checkpoints = layers * tokens * h * 2
-    layer_work = tokens * (h * 12 + preset.intermediate_size * 4) * 2
+    # One layer's recompute: six hidden-wide and six query-wide bf16 tensors per token (q_size = heads x head_dim
+    # equals the hidden size in Qwen2; Qwen3's head_dim 128 makes it wider or narrower) and four MLP-wide ones.
+    layer_work = tokens * (h * 6 + a.q_size * 6 + a.intermediate_size * 4) * 2
     root_unit = embed * (2 + 4)
     update = actor_states + max(logits + checkpoints + layer_work + root_unit, adam_step)
     log_prob = ((4 if optimizer_offload else 12) * p / world + log_prob_tokens * vocab * 2 + embed * 2
                 + log_prob_tokens * h * 16)
     allocated = max(update, log_prob)
-    slack = ALLOCATOR_SLACK * allocated + ROOT_UNIT_SLACK_BYTES * embed
-    train = (allocated + slack) / GIB + RUNTIME_OVERHEAD_GIB
+    slack = ALLOCATOR_SLACK * allocated + ALLOCATOR_RESERVE_GIB * GIB + ROOT_UNIT_SLACK_BYTES * embed
+    reserved = (allocated + slack) / GIB
+    train = reserved + RUNTIME_OVERHEAD_GIB
 
     resident_actor = (0 if param_offload else 4 * p / world) + (0 if optimizer_offload else 8 * p / world)
     resident_ref = 0 if (ref_offload or not uses_ref) else 2 * p / world
@@ -181,6 +188,7 @@ def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, pa
     return MemoryEstimate(
         gpu_gib=gpu,
         train_gib=round(train, 2),
+        train_reserved_gib=round(reserved, 2),
         rollout_gib=round(rollout, 2),
         vllm_weights_gib=round(vllm_weights, 2),
         vllm_share_gib=round(share, 2),
@@ -205,13 +213,13 @@ def resolve_layout(s: Settings) -> Layout:
     preset = preset_of(s)
     m = s.model
     world = s.gpu_pool.nodes * s.gpu_pool.gpus_per_node
-    tp = _pick(m.rollout_tp, preset.rollout_tp)
-    micro = _pick(m.ppo_micro_batch_size_per_gpu, preset.ppo_micro_batch_size_per_gpu)
+    tp = _pick(m.rollout_tp, preset.layout.rollout_tp)
+    micro = _pick(m.ppo_micro_batch_size_per_gpu, preset.layout.ppo_micro_batch_size_per_gpu)
     uses_ref = s.training.use_kl_loss or s.training.use_kl_in_reward
-    po = _pick(m.actor_param_offload, preset.actor_param_offload)
-    oo = _pick(m.actor_optimizer_offload, preset.actor_optimizer_offload)
-    ro = _pick(m.ref_param_offload, preset.ref_param_offload)
-    util = _pick(m.gpu_memory_utilization, preset.gpu_memory_utilization)
+    po = _pick(m.actor_param_offload, preset.layout.actor_param_offload)
+    oo = _pick(m.actor_optimizer_offload, preset.layout.actor_optimizer_offload)
+    ro = _pick(m.ref_param_offload, preset.layout.ref_param_offload)
+    util = _pick(m.gpu_memory_utilization, preset.layout.gpu_memory_utilization)
     sp = s.training.ulysses_sequence_parallel_size
     dp_sp = max(world // sp, 1)
     mini = s.training.ppo_mini_batch_size * s.training.rollout_n // dp_sp
@@ -234,7 +242,7 @@ def resolve_layout(s: Settings) -> Layout:
         gpu_memory_utilization=util,
         ppo_micro_batch_size_per_gpu=micro,
         log_prob_micro_batch_size_per_gpu=_pick(m.log_prob_micro_batch_size_per_gpu,
-                                                preset.log_prob_micro_batch_size_per_gpu),
+                                                preset.layout.log_prob_micro_batch_size_per_gpu),
         ppo_mini_batch_per_gpu=mini,
         ray_cpus_per_gpu_pod=ray_cpus,
         memory_gib_per_gpu_pod=pod_gib,
@@ -269,8 +277,8 @@ def check_layout(s: Settings) -> list[Finding]:
     # vLLM: heads (and KV heads) divisible by the rollout TP.
     if not vllm_tp_ok(preset, tp):
         ok = [v for v in allowed_rollout_tp(preset, N) if N % v == 0]
-        err(tp_field, f"rollout TP {tp} does not divide {preset.hf_id.split('/')[1]}'s {preset.attention_heads} "
-                      f"attention heads / {preset.kv_heads} KV heads (vLLM rule); use {_divisors_hint(ok)}")
+        err(tp_field, f"rollout TP {tp} does not divide {preset.hf_id.split('/')[1]}'s {preset.arch.attention_heads} "
+                      f"attention heads / {preset.arch.kv_heads} KV heads (vLLM rule); use {_divisors_hint(ok)}")
     # Rule 7: rollout mesh.
     if N % tp:
         err(tp_field, f"rollout TP {tp} does not divide the {N} GPUs (rule 7: world % TP == 0); "
@@ -280,9 +288,9 @@ def check_layout(s: Settings) -> list[Finding]:
                       f"(rule 7); use a divisor of {L.gpus_per_node} or a multiple of it")
     # Ulysses sequence parallel: same head rule, divides the world, needs remove_padding (always on).
     if sp > 1:
-        if preset.attention_heads % sp or N % sp:
+        if preset.arch.attention_heads % sp or N % sp:
             err("training.ulysses_sequence_parallel_size",
-                f"sequence parallel {sp} must divide the {preset.attention_heads} attention heads and the {N} GPUs")
+                f"sequence parallel {sp} must divide the {preset.arch.attention_heads} attention heads and the {N} GPUs")
     if not t.use_dynamic_bsz:
         # Rule 1: (B*n) % N.
         if (B * n) % N:

@@ -2,8 +2,10 @@
 (`memory_calibration.json`, written by tools/calibrate.sh with tools/measure_memory.py on real GPUs) and the
 estimate's error on each of its points. docs/memory.md says how the table was made and how to remake it.
 
-The estimate must never be below the measured peak PyTorch reserved, and at most UPPER_RATIO above it; a
-point that ran out of memory must be estimated above the GPU's memory (the layout check would refuse it).
+The estimate of what PyTorch's allocator reserves must never be below the measured peak reserved, and at most
+UPPER_RATIO above it; the memory outside the allocator (CUDA context, NCCL) the estimate adds on top,
+RUNTIME_OVERHEAD_GIB, must cover what each run measured there; a point that ran out of memory must be estimated
+above the GPU's memory (the layout check would refuse it).
 """
 
 from __future__ import annotations
@@ -12,24 +14,30 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.config import Settings
-from components.model.layout import estimate_memory
-from components.model.presets import PRESETS
+from components.config import FAMILIES, PRESETS, REPO_ROOT, Settings
+from components.config.docs import _replace_block
+from components.config.loading import raw_settings
+from components.model import parse_settings
+from components.model.layout import RUNTIME_OVERHEAD_GIB, estimate_memory
 
 TABLE = Path(__file__).with_name("memory_calibration.json")
-UPPER_RATIO = 1.25
+MEMORY_DOC = REPO_ROOT / "docs" / "memory.md"
+UPPER_RATIO = 1.15
 
 
 @dataclass(frozen=True)
 class CalibrationPoint:
     preset: str
+    family: str
     world_size: int
     seq_len: int
     micro_batch: int
     log_prob_micro_batch: int
     status: str  # "ok", or "oom" when the measured step ran out of the GPU's memory
     measured_reserved_gib: float
-    estimated_gib: float
+    estimated_gib: float  # the estimate of PyTorch's reserved peak
+    estimated_total_gib: float  # plus RUNTIME_OVERHEAD_GIB: what the layout check compares with the GPU
+    measured_outside_torch_gib: float
     gpu_gib: float
     gpu_name: str
 
@@ -40,8 +48,8 @@ class CalibrationPoint:
     @property
     def within_bounds(self) -> bool:
         if self.status == "oom":
-            return self.estimated_gib > self.gpu_gib
-        return 1.0 <= self.ratio <= UPPER_RATIO
+            return self.estimated_total_gib > self.gpu_gib
+        return 1.0 <= self.ratio <= UPPER_RATIO and self.measured_outside_torch_gib <= RUNTIME_OVERHEAD_GIB
 
 
 def load_table(path: Path = TABLE) -> list[dict]:
@@ -67,25 +75,63 @@ def calibration_error(s: Settings, table: list[dict] | None = None) -> list[Cali
         if row["preset"] not in PRESETS or row["status"] not in ("ok", "oom"):
             continue
         preset, c = PRESETS[row["preset"]], row["config"]
-        est = estimate_memory(_point_settings(s, row), preset, world=c["world_size"], tp=preset.rollout_tp,
+        est = estimate_memory(_point_settings(s, row), preset, world=c["world_size"], tp=preset.layout.rollout_tp,
                               param_offload=c["param_offload"], optimizer_offload=c["optimizer_offload"],
-                              ref_offload=preset.ref_param_offload, gpu_mem_util=preset.gpu_memory_utilization,
+                              ref_offload=preset.layout.ref_param_offload, gpu_mem_util=preset.layout.gpu_memory_utilization,
                               micro=c["micro_batch"], uses_ref=True)
         out.append(CalibrationPoint(
-            preset=row["preset"], world_size=c["world_size"], seq_len=c["seq_len"], micro_batch=c["micro_batch"],
+            preset=row["preset"], family=preset.arch.family, world_size=c["world_size"], seq_len=c["seq_len"],
+            micro_batch=c["micro_batch"],
             log_prob_micro_batch=c["log_prob_micro_batch"], status=row["status"],
-            measured_reserved_gib=row["peak_reserved_gib"], estimated_gib=est.train_gib,
+            measured_reserved_gib=row["peak_reserved_gib"], estimated_gib=est.train_reserved_gib,
+            estimated_total_gib=est.train_gib,
+            measured_outside_torch_gib=row["outside_torch_gib"],
             gpu_gib=row["machine"]["gpu_memory_gib"], gpu_name=row["machine"]["gpu_name"]))
     return out
 
 
-def calibration_summary(points: list[CalibrationPoint]) -> str:
-    """One line for plan.md's memory section."""
+def uncalibrated_families(points: list[CalibrationPoint]) -> list[str]:
+    """Families with presets but no measured point: their estimate carries the other families' fit untested."""
+    return [f for f in FAMILIES if not any(p.family == f and p.status == "ok" for p in points)]
+
+
+def calibration_summary(points: list[CalibrationPoint], family: str | None = None) -> str:
+    """One line for plan.md's memory section (for the stack's model family when given)."""
     fits = [p.ratio for p in points if p.status == "ok"]
     ooms = [p for p in points if p.status == "oom"]
     gpus = sorted({p.gpu_name for p in points})
-    line = (f"training estimate / measured peak reserved: {min(fits):.2f}-{max(fits):.2f} over {len(fits)} points "
-            f"on {', '.join(gpus)} (bound 1.00-{UPPER_RATIO:.2f})")
+    fams = ", ".join(sorted({p.family for p in points if p.status == "ok"}))
+    line = (f"training estimate of PyTorch's reserved peak / measured: {min(fits):.2f}-{max(fits):.2f} over "
+            f"{len(fits)} points ({fams}) on {', '.join(gpus)} (bound 1.00-{UPPER_RATIO:.2f}); "
+            f"{RUNTIME_OVERHEAD_GIB} GiB added for the CUDA context and NCCL")
     if ooms:
         line += f"; {len(ooms)} measured OOM, {sum(p.within_bounds for p in ooms)} of them estimated above the GPU"
+    if family in uncalibrated_families(points):
+        line += f"; no {family} model measured yet: its estimate is uncalibrated"
     return line
+
+
+MEMORY_DOC_START = "<!-- calibration-table:start (generated by `python -m components.config`) -->"
+MEMORY_DOC_END = "<!-- calibration-table:end -->"
+
+
+def render_calibration_table(s: Settings) -> str:
+    """docs/memory.md's table: every measured point beside the estimate, from the committed table."""
+    rows = {(r["preset"], r["config"]["world_size"], r["seq_len"], r["micro_batch"]): r for r in load_table()}
+    lines = ["| preset | GPUs | seq | micro (update / log-prob) | allocated GiB | reserved GiB | outside PyTorch GiB "
+             "| estimate of reserved GiB | estimate / reserved | estimate with runtime GiB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in calibration_error(s):
+        r = rows[(p.preset, p.world_size, p.seq_len, p.micro_batch)]
+        sim = " (sim.)" if r["config"]["collectives"].startswith("fake") else ""
+        fit = f"{p.ratio:.2f}" if p.status == "ok" else "**OOM**, estimated above the GPU" if p.within_bounds else "**OOM**"
+        lines.append(f"| {p.preset} | {p.world_size}{sim} | {p.seq_len} | {p.micro_batch} / {p.log_prob_micro_batch} "
+                     f"| {r['peak_allocated_gib']:.1f} | {p.measured_reserved_gib:.1f} | {p.measured_outside_torch_gib:.1f} "
+                     f"| {p.estimated_gib:.1f} | {fit} | {p.estimated_total_gib:.1f} |")
+    return "\n".join(lines)
+
+
+def refresh_memory_doc(text: str) -> str:
+    """docs/memory.md with the calibration table replaced. The points do not depend on the stack (they pin every
+    setting the estimate reads), so the dev stack's settings serve."""
+    return _replace_block(text, MEMORY_DOC_START, MEMORY_DOC_END, render_calibration_table(parse_settings(raw_settings("dev"))))

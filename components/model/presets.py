@@ -1,93 +1,19 @@
-"""Model presets: the Qwen2.5 Instruct family with the architecture facts the layout rules need.
+"""The model a stack trains, resolved from the declaration in components/config/models.py: a preset, or the
+stack's own model (model.preset: custom) with the layout defaults of the same-family preset nearest in size;
+the vLLM tensor-parallel rule; and the presets table of docs/settings.md.
 
-Architecture numbers come from each model's `config.json` on the Hugging Face hub (Qwen/Qwen2.5-*-Instruct):
-`num_attention_heads`, `num_key_value_heads`, `num_hidden_layers`, `hidden_size`, `intermediate_size`,
-`vocab_size`. Parameter counts are the model cards' figures. Default parallelism is derived from verl's
-tuning scripts (`examples/tuning/<size>/`, `docs/perf/device_tuning.rst`) for 80 GB-class GPUs; see
-`../shared/research/verl_kuberay_agents.md` section 4. A stack names a preset and may override any
-parallelism value in `model:`; the planner checks the result, never the preset alone.
+Nothing here re-declares a model fact: families, shapes, parameter counts and default layouts are the config
+leaf's (`components.config.models`), so the settings' allowed names, the estimate, tools/measure_memory.py and
+the docs table cannot drift apart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import math
 
-from components.config import PRESET_NAMES, Settings
-
-
-@dataclass(frozen=True)
-class ModelPreset:
-    key: str
-    hf_id: str
-    modelscope_id: str
-    params_billion: float
-    layers: int
-    hidden_size: int
-    intermediate_size: int
-    attention_heads: int
-    kv_heads: int
-    vocab_size: int
-    # Default parallelism; every one of these can be overridden in the stack's `model:` section.
-    rollout_tp: int
-    actor_param_offload: bool
-    actor_optimizer_offload: bool
-    ref_param_offload: bool
-    gpu_memory_utilization: float
-    ppo_micro_batch_size_per_gpu: int
-    log_prob_micro_batch_size_per_gpu: int
-
-    @property
-    def dir_name(self) -> str:
-        """Directory name under the models prefix; equal to the hub repo's name, as the tutorial uses."""
-        return self.hf_id.split("/", 1)[1]
-
-
-def _qwen(size: str, params: float, layers: int, hidden: int, inter: int, heads: int, kv: int, **par) -> ModelPreset:
-    name = f"Qwen2.5-{size}-Instruct"
-    return ModelPreset(
-        key=f"qwen2.5-{size.lower()}-instruct",
-        hf_id=f"Qwen/{name}",
-        modelscope_id=f"Qwen/{name}",
-        params_billion=params,
-        layers=layers,
-        hidden_size=hidden,
-        intermediate_size=inter,
-        attention_heads=heads,
-        kv_heads=kv,
-        # The small models ship a 151936-entry embedding, 7B and up 152064.
-        vocab_size=151936 if size in ("0.5B", "1.5B", "3B") else 152064,
-        **par,
-    )
-
-
-PRESETS: dict[str, ModelPreset] = {
-    p.key: p
-    for p in (
-        _qwen("0.5B", 0.49, 24, 896, 4864, 14, 2, rollout_tp=1, actor_param_offload=False,
-              actor_optimizer_offload=False, ref_param_offload=False, gpu_memory_utilization=0.5,
-              ppo_micro_batch_size_per_gpu=8, log_prob_micro_batch_size_per_gpu=16),
-        _qwen("1.5B", 1.54, 28, 1536, 8960, 12, 2, rollout_tp=1, actor_param_offload=False,
-              actor_optimizer_offload=False, ref_param_offload=True, gpu_memory_utilization=0.5,
-              ppo_micro_batch_size_per_gpu=8, log_prob_micro_batch_size_per_gpu=16),
-        # The tutorial's model: TP 2, gpu_mem 0.5, ref offload (run_qwen2.5-3b_gsm8k_tool_agent_mlflow.sh).
-        _qwen("3B", 3.09, 36, 2048, 11008, 16, 2, rollout_tp=2, actor_param_offload=False,
-              actor_optimizer_offload=False, ref_param_offload=True, gpu_memory_utilization=0.5,
-              ppo_micro_batch_size_per_gpu=1, log_prob_micro_batch_size_per_gpu=1),
-        # 28 heads / 4 KV heads: TP 8 is invalid for vLLM; TP 2 as in run_qwen2-7b*.sh.
-        _qwen("7B", 7.61, 28, 3584, 18944, 28, 4, rollout_tp=2, actor_param_offload=False,
-              actor_optimizer_offload=False, ref_param_offload=True, gpu_memory_utilization=0.6,
-              ppo_micro_batch_size_per_gpu=4, log_prob_micro_batch_size_per_gpu=8),
-        _qwen("14B", 14.7, 48, 5120, 13824, 40, 8, rollout_tp=4, actor_param_offload=True,
-              actor_optimizer_offload=True, ref_param_offload=True, gpu_memory_utilization=0.5,
-              ppo_micro_batch_size_per_gpu=2, log_prob_micro_batch_size_per_gpu=4),
-        _qwen("32B", 32.5, 64, 5120, 27648, 40, 8, rollout_tp=8, actor_param_offload=True,
-              actor_optimizer_offload=True, ref_param_offload=True, gpu_memory_utilization=0.6,
-              ppo_micro_batch_size_per_gpu=1, log_prob_micro_batch_size_per_gpu=2),
-        _qwen("72B", 72.7, 80, 8192, 29568, 64, 8, rollout_tp=8, actor_param_offload=True,
-              actor_optimizer_offload=True, ref_param_offload=True, gpu_memory_utilization=0.6,
-              ppo_micro_batch_size_per_gpu=1, log_prob_micro_batch_size_per_gpu=1),
-    )
-}
+from components.config import CUSTOM, FAMILIES, PRESETS, Settings
+from components.config.models import Architecture, ModelPreset
 
 
 def allowed_rollout_tp(preset: ModelPreset, limit: int = 64) -> list[int]:
@@ -97,33 +23,68 @@ def allowed_rollout_tp(preset: ModelPreset, limit: int = 64) -> list[int]:
 
 
 def vllm_tp_ok(preset: ModelPreset, tp: int) -> bool:
-    if tp < 1 or preset.attention_heads % tp:
+    a = preset.arch
+    if tp < 1 or a.attention_heads % tp:
         return False
-    if tp <= preset.kv_heads:
-        return preset.kv_heads % tp == 0
-    return tp % preset.kv_heads == 0
+    if tp <= a.kv_heads:
+        return a.kv_heads % tp == 0
+    return tp % a.kv_heads == 0
+
+
+def nearest_preset(arch: Architecture) -> ModelPreset:
+    """The preset of the same family whose parameter count is nearest (on a log scale) to this model's."""
+    same = [p for p in PRESETS.values() if p.arch.family == arch.family]
+    return min(same, key=lambda p: abs(math.log(p.arch.params / arch.params)))
+
+
+def custom_preset(s: Settings) -> ModelPreset:
+    """The stack's own model as a preset: its architecture, and the layout of the nearest preset (vLLM's TP rule
+    is checked on the model's own heads by check_layout, so an unsuitable inherited TP is refused there)."""
+    c = s.model.custom
+    arch = c.architecture()
+    near = nearest_preset(arch)
+    hf = c.hf_id or c.modelscope_id
+    return ModelPreset(key=CUSTOM, hf_id=hf, modelscope_id=c.modelscope_id or hf, arch=arch,
+                       card_params_billion=round(arch.params / 1e9, 3),
+                       layout=dataclasses.replace(near.layout),
+                       layout_source=f"the nearest {arch.family} preset, {near.key}",
+                       source=f"model.custom{f' (config_json {c.config_json})' if c.config_json else ''}")
 
 
 def preset_of(s: Settings) -> ModelPreset:
-    """The model preset a stack names."""
-    return PRESETS[s.model.preset]
+    """The model a stack names: a preset, or its custom model."""
+    return custom_preset(s) if s.model.preset == CUSTOM else PRESETS[s.model.preset]
 
 
-def render_presets_table() -> str:
-    def yn(b: bool) -> str:
-        return "yes" if b else "no"
+def _yn(b: bool) -> str:
+    return "yes" if b else "no"
 
-    lines = ["| preset | params | layers / hidden | heads / KV heads | rollout TP (vLLM-valid up to 64) "
-             "| offload actor / optim / ref | gpu_mem | micro (actor / log-prob) |", "|---|---|---|---|---|---|---|---|"]
-    for p in PRESETS.values():
-        tps = ", ".join(str(t) for t in allowed_rollout_tp(p))
-        lines.append(
-            f"| {p.key} | {p.params_billion} B | {p.layers} / {p.hidden_size} | {p.attention_heads} / {p.kv_heads} "
-            f"| {p.rollout_tp} ({tps}) | {yn(p.actor_param_offload)} / {yn(p.actor_optimizer_offload)} / "
-            f"{yn(p.ref_param_offload)} | {p.gpu_memory_utilization} | {p.ppo_micro_batch_size_per_gpu} / "
-            f"{p.log_prob_micro_batch_size_per_gpu} |")
+
+def render_families_table() -> str:
+    """The model families (config.json model_type) the estimate covers and what verl is given for each."""
+    lines = ["| family (model_type) | transformers classes | q/k/v bias | q/k norm | verl tool-call parser "
+             "(`rollout.multi_turn.format`) | thinking switch (`model.thinking`) | source |",
+             "|---|---|---|---|---|---|---|"]
+    for f in FAMILIES.values():
+        lines.append(f"| {f.model_type} | {f.transformers_config}, {f.transformers_model}, {f.transformers_decoder_layer} "
+                     f"| {_yn(f.qkv_bias)} | {_yn(f.qk_norm)} | {f.tool_parser} | {_yn(f.thinking)} | {f.source} |")
     return "\n".join(lines)
 
 
-if tuple(PRESETS) != PRESET_NAMES:  # the settings' Literal and this table must name the same presets
-    raise ImportError(f"components.config PRESET_NAMES {PRESET_NAMES} != presets {tuple(PRESETS)}")
+def render_presets_table() -> str:
+    """docs/settings.md's families and presets tables, generated from the declaration."""
+    yn = _yn
+    lines = ["| preset | family | params (card) | layers / hidden / MLP | heads / KV heads / head dim | vocab | tied "
+             "| rollout TP (vLLM-valid up to 64) | offload actor / optim / ref | gpu_mem | micro (actor / log-prob) "
+             "| layout from |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in PRESETS.values():
+        a, L = p.arch, p.layout
+        tps = ", ".join(str(t) for t in allowed_rollout_tp(p))
+        lines.append(
+            f"| {p.key} | {a.family} | {p.params_billion} B ({p.card_params_billion} B) | {a.layers} / {a.hidden_size} / "
+            f"{a.intermediate_size} | {a.attention_heads} / {a.kv_heads} / {a.head_dim} | {a.vocab_size} "
+            f"| {yn(a.tie_word_embeddings)} | {L.rollout_tp} ({tps}) | {yn(L.actor_param_offload)} / "
+            f"{yn(L.actor_optimizer_offload)} / {yn(L.ref_param_offload)} | {L.gpu_memory_utilization} "
+            f"| {L.ppo_micro_batch_size_per_gpu} / {L.log_prob_micro_batch_size_per_gpu} | {p.layout_source} |")
+    return render_families_table() + "\n\n" + "\n".join(lines)

@@ -27,7 +27,7 @@ def mbit_minutes(nbytes: float, mbps: float) -> float:
 
 def model_bytes(s: Settings) -> float:
     """bf16 weights as published on the hub: 2 bytes per parameter."""
-    return preset_of(s).params_billion * 1e9 * 2
+    return preset_of(s).arch.params * 2
 
 
 def nat_cap_mbps(s: Settings) -> float | None:

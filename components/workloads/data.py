@@ -124,7 +124,7 @@ def job_script(s: Settings, pins: list[str], module: str) -> str:
 def scratch_disk_gib(s: Settings) -> int:
     """Scratch disk of the model staging Job: the bf16 weights (2 bytes per parameter) plus a quarter for the
     tokenizer, the hub client's caches and pip, plus 10 GiB; at least 20 GiB (the ESSD minimum)."""
-    weights_gib = preset_of(s).params_billion * 1e9 * 2 / 2**30
+    weights_gib = preset_of(s).arch.params * 2 / 2**30
     return max(20, math.ceil(weights_gib * 1.25) + 10)
 
 

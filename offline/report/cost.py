@@ -144,7 +144,7 @@ def checkpoints_kept(s: Settings, steps: int) -> int:
 
 
 def storage_gib(s: Settings, steps: int) -> dict[str, float]:
-    params = preset_of(s).params_billion * 1e9
+    params = preset_of(s).arch.params
     per_ckpt = params * sum(CHECKPOINT_BYTES_PER_PARAM[c] for c in s.training.save_contents)
     return {
         "dataset": s.latency.dataset_mib * 2**20 / GIB,

@@ -12,8 +12,12 @@ from offline.report.section import Section, rows_data, table
 def layout_section(s: Settings, recording) -> Section:
     L = resolve_layout(s)
     m = L.memory
+    p = preset_of(s)
+    thinking = f", thinking {'on' if s.model.thinking else 'off'}" if p.family.thinking else ""
     rows = [
-        ("model", f"{L.hf_id} ({preset_of(s).params_billion} B parameters)"),
+        ("model", f"{L.hf_id} ({p.params_billion} B parameters, {p.arch.family}; layout defaults from "
+                  f"{p.layout_source})"),
+        ("chat template / tool-call parser", f"the model's own / {p.family.tool_parser}{thinking}"),
         ("GPU nodes x GPUs per node", f"{L.nodes} x {L.gpus_per_node} = {L.world_size} GPUs "
                                      f"({s.gpu_pool.kind}, {s.gpu_pool.gpu_model or 'GPU'} {s.gpu_pool.gpu_memory_gib} GiB)"),
         ("rollout TP / replicas", f"{L.rollout_tp} / {L.rollout_replicas}"),
@@ -33,9 +37,10 @@ def layout_section(s: Settings, recording) -> Section:
     md = table(rows, ("layout", "value"))
     md += "\n\nMemory breakdown (GiB per GPU): " + ", ".join(f"{k} {v}" for k, v in m.breakdown.items())
     points = calibration_error(s)
+    summary = calibration_summary(points, p.arch.family)
     md += ("\n\nThe memory figures are an estimate (components/model/layout.py) fitted to measured FSDP actor steps "
-           f"(docs/memory.md): {calibration_summary(points)}. Calibrate for your own GPUs with tools/measure_memory.py.")
+           f"(docs/memory.md): {summary}. Calibrate for your own GPUs with tools/measure_memory.py.")
     if findings:
         md += "\n\n" + "\n".join(f"- **{f.severity}** `{f.field}`: {f.message}" for f in findings)
     return Section("layout", "GPU layout", md, {"layout": L.as_dict(), "findings": [f.__dict__ for f in findings],
-                                                "calibration": calibration_summary(points), "table": rows_data(rows)})
+                                                "calibration": summary, "table": rows_data(rows)})

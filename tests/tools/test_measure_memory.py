@@ -35,13 +35,26 @@ def rank(n: int, status: str = "ok", world: int = 2, reserved: float = 10.0, sim
 
 
 # ------------------------------------------------------------------------------------------- shapes
-@pytest.mark.parametrize("key,tied", [("qwen2.5-0.5b-instruct", True), ("qwen2.5-1.5b-instruct", True),
-                                      ("qwen2.5-3b-instruct", True), ("qwen2.5-7b-instruct", False),
-                                      ("qwen2.5-14b-instruct", False), ("qwen2.5-72b-instruct", False)])
-def test_a_presets_shape_counts_the_cards_parameters_and_ties_embeddings_up_to_3b(key, tied):
+@pytest.mark.parametrize("key", list(PRESETS))
+def test_a_presets_shape_is_its_config_json_with_family_head_dim_and_tied_embeddings(key):
     shape = mm.shape_of_preset(mm.export_presets()[key])
-    assert shape.tie_word_embeddings is tied
-    assert shape.params == pytest.approx(PRESETS[key].params_billion * 1e9, rel=0.02)
+    a = PRESETS[key].arch
+    assert (shape.family, shape.head_dim, shape.tie_word_embeddings, shape.layers) == (
+        a.family, a.head_dim, a.tie_word_embeddings, a.layers)
+    assert mm.parse_args(["--preset", key, "--out", "x.json"]).expected_params == a.params
+
+
+def test_a_custom_models_config_json_gives_the_shape_and_a_mixture_of_experts_is_refused(tmp_path, capsys):
+    cfg = {"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 300,
+           "tie_word_embeddings": True}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    a = mm.parse_args(["--config-json", str(tmp_path / "config.json"), "--out", "x.json"])
+    assert (a.shape.family, a.shape.head_dim, a.shape.tie_word_embeddings, a.expected_params) == ("qwen3", 32, True, None)
+    (tmp_path / "moe.json").write_text(json.dumps({**cfg, "model_type": "qwen3_moe", "num_experts": 128}))
+    with pytest.raises(SystemExit):
+        mm.parse_args(["--config-json", str(tmp_path / "moe.json"), "--out", "x.json"])
+    assert "mixture-of-experts" in capsys.readouterr().err
 
 
 def test_the_exported_presets_file_gives_the_same_shapes_as_the_repository(tmp_path):
@@ -49,17 +62,20 @@ def test_the_exported_presets_file_gives_the_same_shapes_as_the_repository(tmp_p
     assert mm.main(["presets", "--out", str(out)]) == 0
     a = mm.parse_args(["--preset", "qwen2.5-7b-instruct", "--presets-file", str(out), "--out", "x.json"])
     b = mm.parse_args(["--preset", "qwen2.5-7b-instruct", "--out", "x.json"])
-    assert a.shape == b.shape and a.micro_batch == b.micro_batch == PRESETS["qwen2.5-7b-instruct"].ppo_micro_batch_size_per_gpu
+    assert a.shape == b.shape
+    assert a.micro_batch == b.micro_batch == PRESETS["qwen2.5-7b-instruct"].layout.ppo_micro_batch_size_per_gpu
 
 
 # ------------------------------------------------------------------------------------------- arguments
 def test_a_preset_brings_its_micro_batches_and_offload_flags_and_flags_override_them():
     p = PRESETS["qwen2.5-14b-instruct"]
+    L = p.layout
     a = mm.parse_args(["--preset", p.key, "--out", "x.json"])
-    assert (a.micro_batch, a.log_prob_micro_batch) == (p.ppo_micro_batch_size_per_gpu, p.log_prob_micro_batch_size_per_gpu)
-    assert (a.param_offload, a.optimizer_offload) == (p.actor_param_offload, p.actor_optimizer_offload)
+    assert (a.micro_batch, a.log_prob_micro_batch) == (L.ppo_micro_batch_size_per_gpu, L.log_prob_micro_batch_size_per_gpu)
+    assert (a.param_offload, a.optimizer_offload) == (L.actor_param_offload, L.actor_optimizer_offload)
     b = mm.parse_args(["--preset", p.key, "--micro-batch", "7", "--param-offload", "false", "--layers", "3", "--out", "x"])
-    assert (b.micro_batch, b.param_offload, b.shape.layers, b.shape.hidden_size) == (7, False, 3, p.hidden_size)
+    assert (b.micro_batch, b.param_offload, b.shape.layers, b.shape.hidden_size) == (7, False, 3, p.arch.hidden_size)
+    assert b.expected_params is None  # a changed shape is no longer the preset's model
 
 
 def test_verls_settings_for_the_stack_are_the_defaults():
@@ -73,7 +89,7 @@ def test_verls_settings_for_the_stack_are_the_defaults():
 
 def test_explicit_shapes_need_every_dimension_without_a_preset(capsys):
     a = mm.parse_args(TINY + ["--out", "x.json"])
-    assert a.shape.params > 0 and a.preset is None
+    assert a.shape.family == "qwen2" and a.shape.head_dim == 16 and a.preset is None
     with pytest.raises(SystemExit):
         mm.parse_args(["--layers", "2", "--out", "x.json"])
     assert "--hidden-size" in capsys.readouterr().err
@@ -82,7 +98,8 @@ def test_explicit_shapes_need_every_dimension_without_a_preset(capsys):
 @pytest.mark.parametrize("argv,needle", [
     (["--preset", "qwen2.5-9b", "--out", "x"], "is not a preset"),
     (["--preset", "qwen2.5-3b-instruct", "--prompt-len", "4096", "--out", "x"], "--prompt-len"),
-    (["--preset", "qwen2.5-3b-instruct", "--attention-heads", "15", "--out", "x"], "split into the attention heads"),
+    (["--preset", "qwen2.5-3b-instruct", "--attention-heads", "15", "--out", "x"], "split into the KV heads"),
+    (TINY[:6] + TINY[8:] + ["--attention-heads", "3", "--kv-heads", "1", "--out", "x"], "split into the attention heads"),
     (["--preset", "qwen2.5-3b-instruct", "--steps", "0", "--out", "x"], "must be positive"),
 ])
 def test_bad_arguments_are_refused_with_the_reason(argv, needle, capsys):
@@ -123,15 +140,28 @@ def test_the_committed_table_is_in_the_tools_format():
 
 
 # ------------------------------------------------------------------------------------------- a real step on CPU
-@pytest.mark.parametrize("extra", [[], ["--simulate-world", "2"]], ids=["one-process", "rank-0-of-2-simulated"])
+@pytest.mark.parametrize("extra", [[], ["--simulate-world", "2"],
+                                   ["--simulate-world", "2", "--init", "meta", "--family", "qwen3", "--head-dim", "32",
+                                    "--tie-word-embeddings", "true"]],
+                         ids=["one-process", "rank-0-of-2-simulated", "qwen3-tied-built-on-meta"])
 def test_a_tiny_model_runs_the_whole_step_on_cpu_and_writes_one_point(tmp_path, extra):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     out = tmp_path / "tiny.json"
-    env = {**os.environ, "MASTER_PORT": str(29600 + len(extra)), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "MASTER_PORT": str(29600 + len(extra)),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     subprocess.run([sys.executable, str(REPO / "tools" / "measure_memory.py"), *TINY, *extra, "--out", str(out)],
                    check=True, env=env, timeout=120, capture_output=True)
     point = json.loads(out.read_text())
     assert point["status"] == "ok" and point["config"]["world_size"] == (2 if extra else 1)
     assert set(point["ranks"][0]["phases"]) == {"log_prob_0", "update_0", "log_prob_1", "update_1"}
     assert "flash-attn" in point["impl"]["log_prob"] and point["versions"]["transformers"]
+    # The family's own classes, and the parameter count of the model it built (the declaration's formula).
+    from components.config.models import Architecture
+
+    family = "qwen3" if "qwen3" in extra else "qwen2"
+    prefix = "Qwen3" if family == "qwen3" else "Qwen2"
+    c = point["config"]
+    assert c["model_class"] == f"{prefix}ForCausalLM" and c["wrap_classes"] == [f"{prefix}DecoderLayer"]
+    assert c["init"] == ("meta" if "meta" in extra else "device")
+    assert c["params"] == Architecture(**c["shape"]).params

@@ -37,6 +37,7 @@ import yaml
 
 from components.config import REPO_ROOT, Settings
 from components.model.layout import Layout
+from components.model.presets import preset_of
 from components.wiring import mcp_url, set_dotted
 from components.workloads.training.volumes import checkpoint_dir, dataset_paths, model_dir
 
@@ -82,17 +83,32 @@ class OverrideError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------- trainer file
-def list_overrides(s: Settings) -> list[tuple[str, list]]:
-    """The list-valued verl keys. They live in the trainer file, not on the command line: `k=[a,b]` is a glob
-    pattern in the two shells the entrypoint passes (the submitter's bash, then Ray's job manager, which runs the
-    entrypoint with shell=True after re-joining its words), and no single quoting survives both."""
+def chat_template_kwargs(s: Settings) -> dict:
+    """verl's `data.apply_chat_template_kwargs`: the thinking switch of a family whose chat template has one. Both
+    halves of a rollout read this one key (verl 0.9.1 utils/dataset/rl_dataset.py renders the prompts with it,
+    and filters overlong ones by that length; experimental/agent_loop/agent_loop.py renders every turn of the
+    rollout with it), so the dataset's prompt and the rollout cannot disagree on the mode."""
+    if not preset_of(s).family.thinking:
+        return {}
+    return {"enable_thinking": bool(s.model.thinking)}
+
+
+def list_overrides(s: Settings) -> list[tuple[str, list | dict]]:
+    """The list- and dict-valued verl keys. They live in the trainer file, not on the command line: `k=[a,b]` is a
+    glob pattern in the two shells the entrypoint passes (the submitter's bash, then Ray's job manager, which runs
+    the entrypoint with shell=True after re-joining its words), and no single quoting survives both; a key inside
+    verl's empty `apply_chat_template_kwargs` would need Hydra's `+`, which the command line never uses."""
     t = s.training
-    return [
+    out: list[tuple[str, list | dict]] = [
         ("actor_rollout_ref.actor.checkpoint.save_contents", list(t.save_contents)),
         # verl defaults load_contents to save_contents; hf_model is an export for serving, not resume state.
         ("actor_rollout_ref.actor.checkpoint.load_contents", [c for c in t.save_contents if c != "hf_model"]),
         ("trainer.logger", list(t.logger)),
     ]
+    kwargs = chat_template_kwargs(s)
+    if kwargs:
+        out.append(("data.apply_chat_template_kwargs", kwargs))
+    return out
 
 
 def trainer_config(s: Optional[Settings] = None) -> dict:
@@ -351,6 +367,9 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
         ("actor_rollout_ref.rollout.multi_turn.max_assistant_turns", t.max_assistant_turns),
         ("actor_rollout_ref.rollout.multi_turn.max_parallel_calls", t.max_parallel_calls),
         ("actor_rollout_ref.rollout.multi_turn.tool_config_path", f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"),
+        # The tool-call parser of the model family's chat template (verl's ToolParser registry); the template
+        # itself is the model's own (tokenizer_config.json), so custom_chat_template stays unset.
+        ("actor_rollout_ref.rollout.multi_turn.format", preset_of(s).family.tool_parser),
         # verl cuts longer tool text in the middle (default 256 characters: a traceback loses its middle); the
         # code tool clips its own text to this same limit, keeping head and tail.
         ("actor_rollout_ref.rollout.multi_turn.max_tool_response_length", t.max_tool_response_chars),

@@ -77,12 +77,17 @@ bad_values = st.recursive(scalars, lambda inner: st.one_of(
 def _mutate(raw: dict, path: tuple, value) -> dict:
     raw = copy.deepcopy(raw)
     node = raw
-    for key in path[:-1]:
+    for key, nxt in zip(path[:-1], path[1:], strict=True):
+        if isinstance(node, list):
+            node.extend([None] * (key + 1 - len(node)))
         child = node[key] if isinstance(node, list) else node.get(key)
-        if not isinstance(child, (dict, list)):
-            child = {}
+        want = list if isinstance(nxt, int) else dict  # the chosen stack may lack the list another stack has
+        if not isinstance(child, want):
+            child = want()
             node[key] = child
         node = child
+    if isinstance(node, list):
+        node.extend([None] * (path[-1] + 1 - len(node)))
     node[path[-1]] = value
     return raw
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from components.config import FAMILIES, PRESETS
 from components.model import load_stack
-from components.model.memory_calibration import UPPER_RATIO, calibration_error, calibration_summary, load_table
+from components.model.layout import RUNTIME_OVERHEAD_GIB
+from components.model.memory_calibration import (
+    UPPER_RATIO,
+    calibration_error,
+    calibration_summary,
+    load_table,
+    uncalibrated_families,
+)
 
 ROWS = load_table()
 POINTS = calibration_error(load_stack("dev"))
@@ -36,9 +44,36 @@ def test_every_table_point_is_checked():
 
 
 @pytest.mark.parametrize("p", [p for p in POINTS if p.status == "ok"], ids=_id)
-def test_the_estimate_is_never_below_the_measured_reserved_peak_and_at_most_a_quarter_above(p):
+def test_the_estimate_is_never_below_the_measured_reserved_peak_and_at_most_15_percent_above(p):
+    assert UPPER_RATIO == 1.15
     assert p.measured_reserved_gib <= p.estimated_gib <= UPPER_RATIO * p.measured_reserved_gib, (
         f"estimate {p.estimated_gib} GiB vs measured {p.measured_reserved_gib} GiB reserved (ratio {p.ratio})")
+
+
+@pytest.mark.parametrize("p", POINTS, ids=_id)
+def test_the_memory_added_outside_pytorch_covers_what_every_run_measured_there(p):
+    assert p.measured_outside_torch_gib <= RUNTIME_OVERHEAD_GIB
+    assert p.estimated_total_gib == pytest.approx(p.estimated_gib + RUNTIME_OVERHEAD_GIB, abs=0.02)
+
+
+# Qwen3 is marked by name, not derived from the table, so that adding its points turns this into an XPASS failure
+# that asks for the mark to go.
+NOT_MEASURED_YET = pytest.mark.xfail(strict=True, reason="no GPU was lent to measure the Qwen3 presets yet "
+                                     "(docs/memory.md, 'Qwen3: not measured yet'); remove this mark with their points")
+
+
+@pytest.mark.parametrize("family", [pytest.param(f, marks=NOT_MEASURED_YET) if f == "qwen3" else f
+                                    for f in sorted(FAMILIES)])
+def test_every_family_with_presets_has_measured_points_in_the_table(family):
+    assert any(PRESETS[r["preset"]].arch.family == family for r in ROWS if r["preset"] in PRESETS and
+               r["status"] == "ok"), f"no measured {family} point"
+
+
+def test_a_family_without_measured_points_is_named_uncalibrated_in_the_plan_line():
+    missing = uncalibrated_families(POINTS)
+    for family in FAMILIES:
+        line = calibration_summary(POINTS, family)
+        assert ("uncalibrated" in line) == (family in missing), line
 
 
 @pytest.mark.parametrize("p", [p for p in POINTS if p.status == "oom"], ids=_id)
@@ -49,9 +84,19 @@ def test_a_step_that_ran_out_of_memory_is_estimated_above_the_gpu_so_the_layout_
 def test_the_calibration_line_for_the_plan_gives_the_ratio_range_and_the_gpu():
     line = calibration_summary(POINTS)
     lo, hi = min(p.ratio for p in POINTS if p.status == "ok"), max(p.ratio for p in POINTS if p.status == "ok")
-    assert f"{lo:.2f}-{hi:.2f}" in line and "NVIDIA H200" in line and "bound 1.00-1.25" in line
+    assert f"{lo:.2f}-{hi:.2f}" in line and "NVIDIA H200" in line and "bound 1.00-1.15" in line
 
 
 def test_the_calibration_does_not_depend_on_which_stack_asks():
     other = calibration_error(load_stack("multinode"))
     assert [p.estimated_gib for p in other] == [p.estimated_gib for p in POINTS]
+
+
+def test_docs_memory_md_shows_the_current_table_and_its_range():
+    from components.model.memory_calibration import MEMORY_DOC, refresh_memory_doc
+
+    text = MEMORY_DOC.read_text()
+    assert refresh_memory_doc(text) == text, "stale docs/memory.md calibration table: run `python -m components.config`"
+    fits = [p.ratio for p in POINTS if p.status == "ok"]
+    assert f"{min(fits):.2f}–{max(fits):.2f} × the measured peak reserved on all {len(fits)} points" in text
+    assert f"bound 1.00–{UPPER_RATIO:.2f}" in text

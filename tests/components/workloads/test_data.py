@@ -233,7 +233,7 @@ def test_the_job_script_is_valid_shell_and_installs_before_it_runs_the_module():
 def test_model_scratch_disk_holds_the_bf16_weights(preset, at_least):
     s = with_preset(preset)
     gib = dj.scratch_disk_gib(s)
-    assert gib >= max(at_least, preset_of(s).params_billion * 2 * 1e9 / 2**30)
+    assert gib >= max(at_least, preset_of(s).arch.params * 2 / 2**30)
     scratch = next(v for v in jobs(s)[1]["spec"]["template"]["spec"]["volumes"] if v["name"] == "scratch")
     claim = scratch["ephemeral"]["volumeClaimTemplate"]["spec"]
     assert claim["resources"]["requests"]["storage"] == f"{gib}Gi"

@@ -45,8 +45,10 @@ def test_a_small_run_matches_the_hand_computed_total():
     system = 2 * 1.0 * 0.5
     system_disks = 2 * 120 * 1.0 / 730 * 0.1
     tracking_disk = 20 * 1.0 / 730 * 0.1
-    # OSS: 10 MiB dataset + 0.49e9 x 2 B model + one checkpoint of 0.49e9 x 16 B (model+optimizer+extra+hf_model).
-    oss_gib = 10 / 1024 + 0.49e9 * 2 / 2**30 + 0.49e9 * 16 / 2**30
+    # OSS: 10 MiB dataset + P x 2 B model + one checkpoint of P x 16 B (model+optimizer+extra+hf_model), with
+    # P = Qwen2.5-0.5B's 494,032,768 parameters (its config.json's shapes; the card rounds to 0.49 B).
+    p = 494_032_768
+    oss_gib = 10 / 1024 + p * 2 / 2**30 + p * 16 / 2**30
     oss = oss_gib * 1.0 / 730 * 0.02
     assert est.gpu_node_hours == pytest.approx(2 * 65 / 60)
     assert sum(est.storage_gib.values()) == pytest.approx(oss_gib)

@@ -63,7 +63,7 @@ def gpu_pool(name: str = "gpu", deps: tuple[Registration, ...] = ()) -> Registra
 
 def phases_after_pull(s: Settings) -> float:
     """Ray start + submission + verl init + the model read from OSS, as the settings state them."""
-    model_read = mbit_minutes(preset_of(s).params_billion * 1e9 * 2, s.latency.oss_read_mbps)
+    model_read = mbit_minutes(preset_of(s).arch.params * 2, s.latency.oss_read_mbps)
     return 2 + 3 + 4 + model_read
 
 
@@ -148,7 +148,7 @@ def test_data_jobs_take_their_time_from_the_data_size():
     assert job_kind(stage) == "model_job"
     assert job_kind(data) == "dataset_job"
     assert job_kind(reg(JOB, "migrate")) == "job"
-    size = preset_of(s).params_billion * 1e9 * 2
+    size = preset_of(s).arch.params * 2
     expected = 1 + mbit_minutes(size, s.latency.hub_download_mbps) + mbit_minutes(size, s.latency.oss_upload_mbps)
     assert critical_path(Recording(resources=[stage]), s).graph_minutes == pytest.approx(expected)
 

@@ -11,7 +11,20 @@ def test_the_memory_section_states_the_calibration_error_of_the_estimate():
     sec = layout_section(s, record("dev"))
     points = [p for p in calibration_error(s) if p.status == "ok"]
     low, high = min(p.ratio for p in points), max(p.ratio for p in points)
-    line = f"training estimate / measured peak reserved: {low:.2f}-{high:.2f} over {len(points)} points"
+    line = f"training estimate of PyTorch's reserved peak / measured: {low:.2f}-{high:.2f} over {len(points)} points"
     assert line in sec.markdown and line in sec.data["calibration"]
     assert 1.0 <= low <= high <= UPPER_RATIO
     assert "tools/measure_memory.py" in sec.markdown
+
+
+def test_the_layout_section_names_the_models_family_parser_and_thinking_mode_and_an_uncalibrated_family():
+    from components.model import parse_settings
+    from tests.conftest import stack_settings
+
+    s = parse_settings(stack_settings("dev", {"model": {"preset": "qwen3-4b", "ppo_micro_batch_size_per_gpu": 8}}))
+    md = layout_section(s, record("dev")).markdown
+    assert "Qwen/Qwen3-4B (4.022 B parameters, qwen3; layout defaults from verl examples/sglang_multiturn/" in md
+    assert "| chat template / tool-call parser | the model's own / hermes, thinking off |" in md
+    assert "no qwen3 model measured yet: its estimate is uncalibrated" in md
+    dev = layout_section(load_stack("dev"), record("dev")).markdown
+    assert "uncalibrated" not in dev and "thinking" not in dev

@@ -391,3 +391,41 @@ def test_the_config_hash_follows_the_files():
     assert config_sha256(files) != config_sha256({**files, TOOL_CONFIG_FILE: files[TOOL_CONFIG_FILE] + "#"})
     no_sandbox = settings_for("existing-ecs", {"sandbox": {"enabled": False}})
     assert config_sha256(files) != config_sha256(config_files(no_sandbox))
+
+
+# --------------------------------------------------------------------------------------------- models
+QWEN3_8B = {"model": {"preset": "qwen3-8b", "ppo_micro_batch_size_per_gpu": 16}}
+CUSTOM_QWEN3 = {"model": {"preset": "custom", "ppo_micro_batch_size_per_gpu": 8, "log_prob_micro_batch_size_per_gpu": 16,
+                          "custom": {"hf_id": "acme/qwen3-4b-math", "family": "qwen3", "layers": 36, "hidden_size": 2560,
+                                     "intermediate_size": 9728, "attention_heads": 32, "kv_heads": 8, "head_dim": 128,
+                                     "vocab_size": 151936, "tie_word_embeddings": True}}}
+
+
+@pytest.mark.parametrize("overrides,thinking", [(QWEN3_8B, False), ({"model": {**QWEN3_8B["model"], "thinking": True}}, True),
+                                                (CUSTOM_QWEN3, False)], ids=["qwen3-8b", "qwen3-8b-thinking", "custom"])
+def test_a_qwen3_preset_and_a_custom_model_compose_against_verl_with_the_familys_parser_and_one_thinking_switch(
+        overrides, thinking, tmp_path, verl_config_package):
+    s = settings_for("dev", overrides)
+    cfg = compose_job(tmp_path, s)
+    assert OmegaConf.missing_keys(cfg) == set()
+    OmegaConf.to_container(cfg, resolve=True)
+    assert cfg.actor_rollout_ref.rollout.multi_turn.format == "hermes"  # verl's parser for <tool_call> JSON
+    assert cfg.actor_rollout_ref.model.custom_chat_template is None  # the model's own template
+    # The one key both the dataset's prompt rendering and the agent loop's rollout read.
+    assert OmegaConf.to_container(cfg.data.apply_chat_template_kwargs) == {"enable_thinking": thinking}
+    name = s.model.custom.repo_name if s.model.custom else "Qwen3-8B"
+    assert cfg.actor_rollout_ref.model.path.endswith(f"/{name}")
+
+
+def test_the_dataset_and_the_agent_loop_both_read_the_thinking_switch_from_that_one_key():
+    for rel, reader in (("utils/dataset/rl_dataset.py", "RLHFDataset"),
+                        ("experimental/agent_loop/agent_loop.py", "AgentLoopBase")):
+        text = (VERL / rel).read_text()
+        assert 'get("apply_chat_template_kwargs", {})' in text, rel
+        assert f"class {reader}" in text, rel
+
+
+def test_a_family_without_the_switch_writes_no_chat_template_kwargs(tmp_path, verl_config_package):
+    cfg = compose_job(tmp_path, settings_for("dev"))  # Qwen2.5-3B
+    assert OmegaConf.to_container(cfg.data.apply_chat_template_kwargs) == {}
+    assert cfg.actor_rollout_ref.rollout.multi_turn.format == "hermes"
