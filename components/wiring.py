@@ -20,7 +20,7 @@ from components.model import preset_of
 POOL_LABEL = "verl-ack/pool"
 GPU_TAINT_KEY = "verl-ack/gpu"
 LINGJUN_TAINT_KEY = "node-role.alibabacloud.com/lingjun"
-# What a workload is for (e.g. `prepull`), read back by the time-to-first-step model (offline/report/latency.py).
+# What a workload is for (e.g. `prepull`), read back by the time-to-first-step model (offline/report/latency/).
 ROLE_LABEL = "verl-ack/role"
 
 

@@ -107,7 +107,7 @@ class Recording:
     resources: list[Registration] = field(default_factory=list)
     outputs: dict = field(default_factory=dict)
     secret_outputs: list[str] = field(default_factory=list)  # names of the stack outputs that are secrets
-    # An experiment's platform run (offline/report/latency.py PlatformRun), set by plan.py; reports read it.
+    # An experiment's platform run (offline/report/latency/ PlatformRun), set by plan.py; reports read it.
     platform: Any = None
     invokes: list[dict] = field(default_factory=list)
     logs: list[tuple[str, str]] = field(default_factory=list)

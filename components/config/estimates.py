@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 from components.config.types import IsoDate, Strict, mapping
 
 # --------------------------------------------------------------------------------------------- latency
-# Typical creation minutes per kind of resource; offline/report/latency.py maps type tokens to these kinds.
+# Typical creation minutes per kind of resource; offline/report/latency/ maps type tokens to these kinds.
 # ack_cluster is documented ("about 15 minutes", pulumi_alicloud cs/managed_kubernetes.py; the CS API docs
 # say 10-20). Every other value is an ESTIMATE (../shared/research/alicloud.md §8 and §10.12: node pools
 # "several minutes", NAT 1-3, ALB "a few", add-ons 1-5, certificates seconds); docs/latency.md lists each.

@@ -1,7 +1,7 @@
 """Cost ESTIMATE of one training run and of leaving the stack up afterwards.
 
 Prices come from `settings.cost.prices` (built-in rough USD list-price approximations unless the stack
-overrides them; never a quote). Durations come from a `Timeline` (offline/report/latency.py: the recorded
+overrides them; never a quote). Durations come from a `Timeline` (offline/report/latency/: the recorded
 graph's critical path in the plan, the nominal reference chain in the stack output), the number of steps
 (`total_training_steps`, or epochs x rows // train_batch_size as verl's drop_last dataloader counts) times
 `cost.seconds_per_step`, validation passes, and the RayJob's TTL. What the stack bills for follows from the
