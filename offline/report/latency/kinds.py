@@ -56,6 +56,8 @@ PREFIX_KINDS: list[tuple[str, str]] = [
 ]
 # Kinds with no creation time of their own.
 INSTANT = {"component", "provider"}
+# The staging Jobs whose prefixes the staging cache holds (components/workloads/cache.py).
+STAGING_KINDS = ("model_job", "dataset_job")
 
 
 def labels_of(reg: Registration) -> dict[str, str]:
@@ -84,11 +86,13 @@ def is_prepull(reg: Registration) -> bool:
 
 
 def job_kind(reg: Registration) -> str:
-    """`model_job` (model staging), `dataset_job` or `job`, from the role label (`verl-ack/role` or
+    """`gate_job` (the GPU node gate), `model_job` (model staging), `dataset_job` or `job`, from the role label (`verl-ack/role` or
     `app.kubernetes.io/component`), the command (`pipeline.stage_model`, `pipeline.gsm8k`), or the name."""
     labels = labels_of(reg)
     role = labels.get(ROLE_LABEL) or labels.get("app.kubernetes.io/component") or ""
     text = json.dumps(reg.inputs.get("spec") or {})
+    if "pipeline.node_gate" in text:
+        return "gate_job"
     if role.startswith("model") or "pipeline.stage_model" in text:
         return "model_job"
     if role.startswith("data") or "pipeline.gsm8k" in text:
@@ -122,9 +126,14 @@ def hub_mbps(s: Settings) -> float:
     return min(s.latency.hub_download_mbps, cap) if cap else s.latency.hub_download_mbps
 
 
-def job_minutes(s: Settings, kind: str) -> float:
-    """A data Job, awaited by Pulumi until complete: pod start, download from the hub, upload to OSS."""
+def job_minutes(s: Settings, kind: str, cached: bool = False) -> float:
+    """A data Job, awaited by Pulumi until complete: pod start, download from the hub, upload to OSS. `cached`: its
+    prefix is complete already, so the Job only starts and reads the marker (pipeline/marker.py)."""
     L = s.latency
+    if kind == "gate_job":
+        return L.gate_job_minutes
+    if cached and kind in STAGING_KINDS:
+        return L.job_start_minutes
     if kind == "model_job":
         size = model_bytes(s)
     elif kind == "dataset_job":
@@ -140,11 +149,11 @@ def submit_minutes(s: Settings) -> float:
     return L.job_submit_minutes if runtime_pip_packages(s) else L.job_submit_no_pip_minutes
 
 
-def create_minutes(s: Settings, kind: str) -> float:
+def create_minutes(s: Settings, kind: str, cached: bool = False) -> float:
     if kind in INSTANT:
         return 0.0
-    if kind in ("model_job", "dataset_job", "job"):
-        return job_minutes(s, kind)
+    if kind in ("model_job", "dataset_job", "gate_job", "job"):
+        return job_minutes(s, kind, cached)
     if kind == "read":
         return s.latency.create_minutes["cloud_api"]
     return s.latency.create_minutes.get(kind, s.latency.create_minutes["default"])

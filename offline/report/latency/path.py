@@ -85,10 +85,11 @@ class CriticalPath:
         return d
 
 
-def critical_path(recording: Recording, s: Settings) -> CriticalPath:
+def critical_path(recording: Recording, s: Settings, repeat: bool = False) -> CriticalPath:
     """The modelled time to the first training step, its critical path, the serial sum of the same steps
-    and the GPU-idle minutes before training, from the recorded graph and `settings.latency`."""
-    sched = Schedule(recording, s)
+    and the GPU-idle minutes before training, from the recorded graph and `settings.latency`. `repeat`: with the
+    model and dataset in the staging cache already (Schedule)."""
+    sched = Schedule(recording, s, repeat)
     urns = list(sched.regs)
     graph = max((sched.finish(u) for u in urns), default=0.0)
     last = max(urns, key=sched.finish, default=None)
@@ -205,10 +206,10 @@ def critical_path(recording: Recording, s: Settings) -> CriticalPath:
         warm_pool_on_critical_path=pool_on_path)
 
 
-def plan_critical_path(recording: Recording, s: Settings) -> CriticalPath:
+def plan_critical_path(recording: Recording, s: Settings, repeat: bool = False) -> CriticalPath:
     """The critical path the plan reports, one for every section: an experiment's hub downloads leave through its
     platform's NAT (`with_platform_network`), so its time and its cost use the platform's network."""
-    return critical_path(recording, with_platform_network(s, getattr(recording, "platform", None)))
+    return critical_path(recording, with_platform_network(s, getattr(recording, "platform", None)), repeat)
 
 
 def own_start_minutes(s: Settings, cp: CriticalPath) -> float:
@@ -221,5 +222,7 @@ def own_start_minutes(s: Settings, cp: CriticalPath) -> float:
 
 
 def unavoidable_chain_minutes(s: Settings, cp: CriticalPath) -> float:
-    """What no ordering can shorten: the cluster, then the GPU pool join, then the job's own start."""
-    return create_minutes(s, "ack_cluster") + create_minutes(s, "gpu_node_pool") + own_start_minutes(s, cp)
+    """What no ordering can shorten: the cluster (none for an existing one), then the GPU pool join (the boot of an
+    autoscaled pool), then the job's own start."""
+    cluster = create_minutes(s, "ack_cluster") if s.cluster.mode == "new" else 0.0
+    return cluster + create_minutes(s, "gpu_node_pool") + own_start_minutes(s, cp)

@@ -8,10 +8,20 @@ from typing import Optional
 from components.cloud.registry import runtime_pip_packages
 from components.config import Settings
 from offline.engine import Recording
-from offline.report.latency.kinds import create_minutes, kind_of
+from offline.report.latency.kinds import RAYJOB_TYPE, create_minutes, kind_of
 from offline.report.latency.pair import PlatformRun, with_platform_network
 from offline.report.latency.path import critical_path, plan_critical_path, unavoidable_chain_minutes
-from offline.report.latency.targets import minutes_text, split_figures, split_markdown
+from offline.report.latency.staging import staging_case, staging_markdown
+from offline.report.latency.targets import (
+    Target,
+    experiment_targets,
+    gpu_price,
+    minutes_text,
+    single_targets,
+    split_figures,
+    split_markdown,
+    targets_markdown,
+)
 from offline.report.section import Section, table
 from offline.report.warm_pool import WarmPool
 
@@ -58,21 +68,50 @@ def latency_section(s: Settings, recording: Recording):
     if cp.notes:
         md += "\n\n" + "\n".join(f"- note: {n}" for n in cp.notes)
     data = cp.as_dict()
-    if s.kind == "single" and s.cluster.mode == "new":
+    has_job = bool(recording.by_type(RAYJOB_TYPE))
+    if p.via_nat and p.on_critical_path and s.owns_gpu_pool():
+        # The one line a stack gets when its GPU nodes pull the training image through the NAT (docs/image.md).
+        md += (f"\n\n- note: the training image crosses the NAT ({p.minutes:.1f} min on the critical path, "
+               f"{p.mbps:.0f} Mbit/s per node): it costs {_pull_price(s, p.minutes)}; `image.source: built` with an "
+               "ACR registry in the region (docs/image.md) pulls it over the VPC endpoint instead")
+    targets: list[Target] = []
+    if s.kind == "single" and has_job:
         chain = unavoidable_chain_minutes(s, cp)
         data["chain_minutes"], data["chain_ratio"] = round(chain, 2), round(cp.first_step_minutes / chain, 2)
-        md += (f"\n\nUnavoidable chain (cluster -> GPU pool join -> in-region image on node -> Ray start -> verl init): "
-               f"{minutes_text(chain)}; the modelled first step is {cp.first_step_minutes / chain:.2f}x of it.")
+        first = "cluster" if s.cluster.mode == "new" else "existing cluster (no creation)"
+        md += (f"\n\nUnavoidable chain ({first} -> GPU pool join -> in-region image on node -> Ray start -> verl "
+               f"init): {minutes_text(chain)}; the modelled first step is {cp.first_step_minutes / chain:.2f}x of it.")
+        targets = single_targets(s, cp, chain)
     data["assumptions"] = s.latency.model_dump(exclude=unused_inputs(s))
+    if has_job:
+        staging = staging_case(s, recording, cp)
+        md += "\n\n" + staging_markdown(staging)
+        data["staging"] = staging.as_dict()
     if s.kind == "experiment":
+        split = None
         if platform is not None and platform.fresh is not None:
             split = split_figures(s, cp, platform)
             md += "\n\n" + split_markdown(split)
             data["split"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(split).items()}
+            data["chain_minutes"], data["chain_ratio"] = round(split.chain_minutes, 2), round(split.fresh_ratio, 2)
         else:
             md += "\n\n- note: the platform stack was not rendered, so only the warm-platform figure is shown"
+        if has_job:
+            targets = experiment_targets(s, cp, split, staging.repeat_minutes)
         md += "\n\n" + ownership(s)
+    if targets:
+        md += "\n\n" + targets_markdown(targets)
+        data["targets"] = [t.as_dict() for t in targets]
+        data["meets_targets"] = all(t.holds for t in targets)
     return Section("latency", "Time to first training step (ESTIMATE)", md, data)
+
+
+def _pull_price(s: Settings, minutes: float) -> str:
+    key, price = gpu_price(s)
+    nodes = s.gpu_pool.nodes
+    if price is None:
+        return f"{minutes:.1f} min of {nodes} GPU node(s) ({key}: no price)"
+    return f"{nodes * minutes / 60 * price:,.2f} {s.cost.currency} of {nodes} GPU node(s) idle a run"
 
 
 def ownership(s: Settings) -> str:
