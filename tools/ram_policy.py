@@ -124,6 +124,10 @@ MANUAL: dict[str, list[tuple[str, str, str]]] = {
         ("ram:ListRoles", "data_source_alicloud_ram_roles.go", r'action := "ListRoles"')],
     "alicloud:oss/getBuckets:getBuckets": [
         ("oss:ListBuckets", "data_source_alicloud_oss_buckets.go", r"ossClient\.ListBuckets\(")],
+    # The staging cache's marker check (components/workloads/cache.py). The per-object GetObjectDetailedMeta and
+    # GetObjectACL that follow only log a failure, so the listing is the one action the check needs.
+    "alicloud:oss/getBucketObjects:getBucketObjects": [
+        ("oss:ListObjects", "data_source_alicloud_oss_bucket_objects.go", r"bucket\.ListObjects\(options")],
 }
 
 

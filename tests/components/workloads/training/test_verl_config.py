@@ -18,7 +18,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from components.model.layout import resolve_layout
-from components.wiring import dataset_files, mcp_url
+from components.wiring import dataset_files, mcp_url, model_cache_key
 from components.workloads.training.verl_config import (
     CODE_TOOL,
     CONFIG_DIR,
@@ -254,7 +254,8 @@ def test_train_and_val_files_are_files_the_dataset_job_writes(stack_name, tmp_pa
 def test_the_model_path_is_the_staged_preset_directory(tmp_path, verl_config_package):
     s = settings_for("dev")
     cfg = compose_job(tmp_path, s)
-    assert cfg.actor_rollout_ref.model.path == f"{oss_volumes(s)['models'].mount_path}/Qwen2.5-3B-Instruct"
+    assert cfg.actor_rollout_ref.model.path == (f"{oss_volumes(s)['models'].mount_path}/Qwen2.5-3B-Instruct/"
+                                                f"{model_cache_key(s)}")
 
 
 # --------------------------------------------------------------------------------------------- overrides
