@@ -7,6 +7,7 @@ place means no file repeats a taint, a label, a service-account name or an endpo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 
@@ -283,12 +284,17 @@ class DatasetFiles:
     written: tuple[str, ...]  # every parquet key the Job uploads
 
 
+@functools.cache
+def _converter_digest() -> str:
+    """sha256 of pipeline/gsm8k.py as the program found it (read once per run)."""
+    return hashlib.sha256((REPO_ROOT / "pipeline" / "gsm8k.py").read_bytes()).hexdigest()
+
+
 def dataset_cache_key(s: Settings) -> str:
     """The dataset cache's content address: the first 12 hex digits of sha256 over what decides the files: the
     dataset, its config, the subset sizes and the converting code (pipeline/gsm8k.py as it is now)."""
     d = s.dataset
-    code = hashlib.sha256((REPO_ROOT / "pipeline" / "gsm8k.py").read_bytes()).hexdigest()
-    ident = f"{d.name}:{d.config}:train{d.train_subset}:test{d.test_subset}:{code}"
+    ident = f"{d.name}:{d.config}:train{d.train_subset}:test{d.test_subset}:{_converter_digest()}"
     return hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 

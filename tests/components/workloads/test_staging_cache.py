@@ -119,3 +119,12 @@ def test_a_single_stack_lists_nothing_before_its_bucket_exists_and_always_has_it
     rec = record("dev")
     assert not [i for i in rec.invokes if i["token"] == LIST_OBJECTS]
     assert {kind_of(r) for r in rec.by_type(JOB)} >= {"model_job", "dataset_job"}
+
+
+def test_the_program_and_the_jobs_name_the_same_marker():
+    """components/ cannot import pipeline/ (it runs in pods): the two spellings of the marker key must agree."""
+    from pipeline.marker import marker_key
+
+    s = parse_settings(stack_settings(EXPERIMENT))
+    for prefix in (model_path(s), dataset_files(s).prefix):
+        assert completion_marker(prefix) == marker_key(prefix)
