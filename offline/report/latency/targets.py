@@ -176,5 +176,7 @@ def experiment_targets(s: Settings, warm: CriticalPath, split: Optional[SplitFig
 
 def targets_markdown(targets: list[Target]) -> str:
     rows = [(f"target: {t.name}", f"{t.value}: {t.status}") for t in targets]
-    verdict = "every target holds" if all(t.holds for t in targets) else "**a target is NOT met**"
+    accepted = sum(1 for t in targets if not t.met and t.exception)
+    verdict = (("every target holds" + (f" ({accepted} as an accepted exception)" if accepted else ""))
+               if all(t.holds for t in targets) else "**a target is NOT met**")
     return f"Targets (docs/latency.md \"Targets\"): {verdict}.\n\n" + table(rows, ("target", "modelled"))
