@@ -172,14 +172,16 @@ def split_figures_report() -> dict:
     """(d) The modelled time to the first step of the dev-platform + dev-grpo pair, against its targets (ESTIMATE,
     docs/latency.md): a new platform + experiment, and an experiment on a warm platform."""
     with tempfile.TemporaryDirectory() as tmp:
-        split = build_plan(STACKS_DIR / "Pulumi.dev-grpo.yaml", "dev-grpo", Path(tmp) / "x")["sections"]["latency"]["split"]
+        latency = build_plan(STACKS_DIR / "Pulumi.dev-grpo.yaml", "dev-grpo", Path(tmp) / "x")["sections"]["latency"]
+    split = latency["split"]
     print("\n(d) modelled time to first step, dev-platform + dev-grpo (ESTIMATE, not a measurement):")
     print("| figure | minutes |\n|---|---|")
     for key in ("fresh_first_step_minutes", "chain_minutes", "gpu_avoidable_idle_minutes", "warm_first_step_minutes",
                 "sequential_first_step_minutes"):
         print(f"| {key} | {split[key]:.1f} |")
-    for target, met in split["targets"].items():
-        print(f"| target: {target} | {'met' if met else 'NOT met'} |")
+    print(f"| repeat_first_step_minutes | {latency['staging']['repeat_first_step_minutes']:.1f} |")
+    for target in latency["targets"]:  # the plan's own targets and verdicts (offline/report/latency/targets.py)
+        print(f"| target: {target['target']} | {target['status']} |")
     return split
 
 

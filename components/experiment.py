@@ -39,6 +39,7 @@ from components.wiring import (
     gpu_scheduling,
     stack_reference_name,
 )
+from components.workloads.cache import cache_entries
 from components.workloads.data import DataArgs, DataJobs
 from components.workloads.prepull import ImagePrepull
 from components.workloads.training.component import TrainingJob, TrainingJobArgs
@@ -104,9 +105,10 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
             *local.registry.ready, *[c for c in (local.tracking, local.sandboxes) if c]]
         overrides: dict = {}
         owner_check = None
+        cache_provider: alicloud.Provider | None = None  # a single stack's bucket is created in this `up`
     else:
         # Region, cluster and vSwitches are the platform's: this stack never restates them.
-        provider = alicloud.Provider("alicloud", region=refs.region)
+        provider = cache_provider = alicloud.Provider("alicloud", region=refs.region)
         check_account(s, provider)  # placeholders and account reads refuse the stack before anything is created
         k8s_provider = k8s.Provider(
             K8S_PROVIDER, kubeconfig=refs.kubeconfig,
@@ -134,8 +136,10 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     scheduling: Scheduling = pools.gpu_scheduling if pools else gpu_scheduling(s)
     gpu_ready: list[pulumi.Resource] = pools.gpu_ready if pools else []  # a platform's pool is already up
     gpu_pool_id = pools.gpu.node_pool_id if pools and pools.gpu else refs.gpu_pool_id
+    # An experiment lists its platform's bucket for the staging cache's markers before creating any Job.
+    cache = cache_entries(s, cache_provider)
     data = DataJobs("data", DataArgs(s, cluster_refs, storage_refs, identity, secrets.hf_token,
-                                     secrets.modelscope_token))
+                                     secrets.modelscope_token, cache=cache))
     # The image onto each GPU node as it joins: only the namespace (and a single stack's registry) first. A
     # platform-owned pool has the platform's pre-pull of the same image (components/platform.py).
     prepull = ImagePrepull("prepull", s, image, scheduling, identity.namespace, cluster_refs,  # type: ignore[arg-type]

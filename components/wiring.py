@@ -7,11 +7,13 @@ place means no file repeats a taint, a label, a service-account name or an endpo
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass, field
 
 import pulumi
 
-from components.config import Settings
+from components.config import REPO_ROOT, Settings
 from components.model import preset_of
 
 # Labels and taints the program puts on its node pools. The GPU taint keeps everything but training off
@@ -20,7 +22,7 @@ from components.model import preset_of
 POOL_LABEL = "verl-ack/pool"
 GPU_TAINT_KEY = "verl-ack/gpu"
 LINGJUN_TAINT_KEY = "node-role.alibabacloud.com/lingjun"
-# What a workload is for (e.g. `prepull`), read back by the time-to-first-step model (offline/report/latency.py).
+# What a workload is for (e.g. `prepull`), read back by the time-to-first-step model (offline/report/latency/).
 ROLE_LABEL = "verl-ack/role"
 
 
@@ -294,15 +296,30 @@ def tracking_uri(s: Settings) -> str | None:
 class DatasetFiles:
     """Object keys (relative to the bucket root) the dataset Job writes and the trainer reads."""
 
-    prefix: str  # <datasets_prefix><dataset>/, e.g. datasets/gsm8k/
+    prefix: str  # <datasets_prefix><dataset>/<key>/, e.g. datasets/gsm8k/0123456789ab/
     train: str  # data.train_files: the subset or the full split, per dataset.use_subsets
     test: str  # data.val_files
     written: tuple[str, ...]  # every parquet key the Job uploads
 
 
-def dataset_files(s: Settings) -> DatasetFiles:
+@functools.cache
+def _converter_digest() -> str:
+    """sha256 of pipeline/gsm8k.py as the program found it (read once per run)."""
+    return hashlib.sha256((REPO_ROOT / "pipeline" / "gsm8k.py").read_bytes()).hexdigest()
+
+
+def dataset_cache_key(s: Settings) -> str:
+    """The dataset cache's content address: the first 12 hex digits of sha256 over what decides the files: the
+    dataset, its config, the subset sizes and the converting code (pipeline/gsm8k.py as it is now)."""
     d = s.dataset
-    prefix = f"{s.storage.datasets_prefix}{d.name.split('/')[-1]}/"
+    ident = f"{d.name}:{d.config}:train{d.train_subset}:test{d.test_subset}:{_converter_digest()}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
+def dataset_files(s: Settings) -> DatasetFiles:
+    """<datasets_prefix><dataset>/<dataset_cache_key>/: staged once per bucket for the same content."""
+    d = s.dataset
+    prefix = f"{s.storage.datasets_prefix}{d.name.split('/')[-1]}/{dataset_cache_key(s)}/"
     full = (f"{prefix}train.parquet", f"{prefix}test.parquet")
     subsets = (f"{prefix}train{d.train_subset}.parquet", f"{prefix}test{d.test_subset}.parquet")
     train, test = subsets if d.use_subsets else full
@@ -324,9 +341,29 @@ def variant_base_name(run_name: str, variant: str) -> str:
     return run_name[:-len(variant) - 1] if run_name.endswith(f"-{variant}") else run_name
 
 
+def model_repo(s: Settings) -> str:
+    """The hub repo the model staging Job downloads (the preset's id on `model.source`)."""
+    preset = preset_of(s)
+    return preset.hf_id if s.model.source == "huggingface" else preset.modelscope_id
+
+
+def model_cache_key(s: Settings) -> str:
+    """The model cache's content address: the first 12 hex digits of sha256 over `<hub>:<repo>@<revision>` (the
+    revision `default` when none is pinned). Two stacks that stage the same repo and revision share one entry."""
+    ident = f"{s.model.source}:{model_repo(s)}@{s.model.revision or 'default'}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
 def model_path(s: Settings) -> str:
-    """Key prefix the model staging Job fills with the preset's weights: <models_prefix><dir_name>/."""
-    return f"{s.storage.models_prefix}{preset_of(s).dir_name}/"
+    """Key prefix the model staging Job fills with the weights, content-addressed by repo and revision:
+    <models_prefix><dir_name>/<model_cache_key>/. Training reads the weights from here."""
+    return f"{s.storage.models_prefix}{preset_of(s).dir_name}/{model_cache_key(s)}/"
+
+
+def completion_marker(prefix: str) -> str:
+    """The object a staging Job writes LAST, beside its prefix (`a/b/` -> `a/b.complete`): present means every file
+    under the prefix is in the bucket (pipeline/stage_model.py, pipeline/gsm8k.py write it)."""
+    return prefix.rstrip("/") + ".complete"
 
 
 # The options of every Job whose completion Pulumi awaits (the data Jobs, the node gate). pulumi-kubernetes records a

@@ -108,7 +108,7 @@ class Recording:
     resources: list[Registration] = field(default_factory=list)
     outputs: dict = field(default_factory=dict)
     secret_outputs: list[str] = field(default_factory=list)  # names of the stack outputs that are secrets
-    # An experiment's platform run (offline/report/latency.py PlatformRun), set by plan.py; reports read it.
+    # An experiment's platform run (offline/report/latency/ PlatformRun), set by plan.py; reports read it.
     platform: Any = None
     # The stack file the run's settings came from, set by plan.py; the checklist reads its `# replace` marks.
     stack_file: Any = None

@@ -95,6 +95,9 @@ class FakeAccount:
         "AliyunCSDefaultRole", "AliyunCSManagedKubernetesRole", "AliyunCSManagedNetworkRole", "AliyunCSManagedCsiRole",
         "AliyunCSManagedAutoScalerRole"])
     buckets: list[str] = field(default_factory=lambda: ["my-existing-verl-bucket", "verl-ack-dev-data"])
+    # Object keys per bucket (oss.get_bucket_objects): empty, so the shipped plans show a first use of each model and
+    # dataset; a test adds a completion marker to plan a repeat (components/workloads/cache.py).
+    bucket_objects: dict[str, list[str]] = field(default_factory=dict)
     # Lingjun machines (read with eflo.NodeGroup.get / eflo.Node.get): "<cluster>:<group>" -> zone, and node id ->
     # (cluster, group, zone). The shipped stacks' placeholder ids skip the reads; these are the tests' real-looking
     # values (tests/conftest.py REAL_DEV_VALUES) in dev's gpu_pool.zone.
@@ -153,6 +156,17 @@ def account_invoke(token: str, args: dict) -> dict | None:
     if token == "alicloud:ram/getRoles:getRoles":
         names = _matching(a.ram_roles, args.get("nameRegex"))
         return {"id": "fake-roles", "ids": names, "names": names, "roles": []}
+    if token == "alicloud:oss/getBucketObjects:getBucketObjects":
+        bucket, prefix = args["bucketName"], args.get("keyPrefix") or ""
+        if bucket not in a.buckets:
+            raise RuntimeError(f"{token}: ListObjects of {bucket}: NoSuchBucket")  # the data source's error on it
+        keys = [k for k in a.bucket_objects.get(bucket, []) if k.startswith(prefix)]
+        return {"id": f"fake-objects-{bucket}", "bucketName": bucket, "keyPrefix": prefix,
+                "objects": [{"key": k, "acl": "default", "contentType": "application/json", "contentLength": "1",
+                             "cacheControl": "", "contentDisposition": "", "contentEncoding": "", "contentMd5": "",
+                             "expires": "", "serverSideEncryption": "", "sseKmsKeyId": "", "etag": "fake",
+                             "storageClass": "Standard", "lastModificationTime": "2026-01-01T00:00:00Z"}
+                            for k in keys]}
     if token == "alicloud:oss/getBuckets:getBuckets":
         names = _matching(a.buckets, args.get("nameRegex"))
         return {"id": "fake-buckets", "names": names, "buckets": []}

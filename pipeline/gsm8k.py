@@ -12,7 +12,9 @@ Environment:
   OSS_REGION      bucket region, e.g. ap-southeast-1 (required).
   OSS_ENDPOINT    optional endpoint override (a test server, or a specific domain).
   OSS_INTERNAL_ENDPOINT  default true: use oss-<region>-internal.aliyuncs.com when OSS_ENDPOINT is unset.
-  OSS_PREFIX      key prefix of the files, default `datasets/gsm8k/`.
+  OSS_PREFIX      key prefix of the files, default `datasets/gsm8k/`; the program names a content-addressed one
+                  (components/wiring.py dataset_files). The Job writes `<prefix>.complete` last and skips the
+                  whole run when that marker names this config and every file it lists is there (pipeline/marker.py).
   SUBSETS         small head-of-split files, default `train:20,test:100` -> train20.parquet, test100.parquet;
                   empty for none.
   OUTPUT_DIR      local scratch directory, default /tmp/gsm8k.
@@ -32,6 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.marker import complete, read_state, write_marker
 from pipeline.oss_client import CredentialsMissing, client_from_env, normalize_prefix, require
 from pipeline.oss_upload import upload_directory
 
@@ -170,14 +173,29 @@ def load_gsm8k(config: JobConfig) -> dict[str, list[dict]]:
     return {split: list(ds[split]) for split in ds}
 
 
+def identity(config: JobConfig) -> dict:
+    """What the marker names: a complete prefix for other values is staged again (pipeline/marker.py)."""
+    return {"dataset": config.dataset_name, "config": config.dataset_config,
+            "subsets": ",".join(f"{k}:{v}" for k, v in sorted(config.subsets.items()))}
+
+
 def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list]] | None = None,
         log: Callable[[str], None] = print):
+    """Stage the files unless the prefix is complete (its marker, written last, names this config and its files
+    are all listed); returns the upload summary, or None when nothing was staged."""
+    marker_text, listing = read_state(client, config.bucket, config.prefix)
+    done, reason = complete(marker_text, identity(config), listing)
+    log(f"{config.dataset_name}: {reason}")
+    if done:
+        return None
     raw = (load or load_gsm8k)(config)
     rows = {split: build_rows(examples, split) for split, examples in raw.items()}
     files = write_parquet(rows, config.output_dir, config.subsets)
     for path in files:
         log(f"wrote {path}")
-    return upload_directory(client, config.bucket, config.output_dir, config.prefix, log=log)
+    summary = upload_directory(client, config.bucket, config.output_dir, config.prefix, log=log)
+    write_marker(client, config.bucket, config.prefix, summary.uploaded + summary.skipped, identity(config), log=log)
+    return summary
 
 
 def main(env: Mapping[str, str] | None = None) -> int:

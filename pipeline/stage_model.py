@@ -2,8 +2,10 @@
 
 Run in the model staging Job as `python -m pipeline.stage_model`.
 
+The cache (pipeline/marker.py): the program names a content-addressed prefix per repo and revision
+(`models/<name>/<key>/`, components/wiring.py model_path), so one bucket stages each model revision once.
 Idempotency: after every file is uploaded, the job writes a marker object next to the prefix,
-`<prefix without trailing slash>.complete` (e.g. `models/Qwen2.5-3B-Instruct.complete`), holding a
+`<prefix without trailing slash>.complete` (e.g. `models/Qwen2.5-3B-Instruct/<key>.complete`), holding a
 JSON manifest: model id, revision, source, and every object's key, size and CRC64 as OSS reports
 them. The marker lives outside the prefix so the model directory training mounts holds only the
 model's own files. A later run whose marker names the same model id and revision, and whose
@@ -34,20 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import alibabacloud_oss_v2 as oss
-
-from pipeline.oss_client import (
-    CredentialsMissing,
-    client_from_env,
-    get_text,
-    head,
-    list_objects,
-    normalize_prefix,
-    require,
-)
+from pipeline.marker import MANIFEST_FORMAT, manifest_problems, marker_key, read_state, write_marker
+from pipeline.oss_client import CredentialsMissing, client_from_env, normalize_prefix, require
 from pipeline.oss_upload import upload_directory
 
-MANIFEST_FORMAT = 1
+__all__ = ["MANIFEST_FORMAT", "ModelSpec", "StageConflict", "build_manifest", "default_prefix", "manifest_problems",
+           "marker_key", "skip_decision", "spec_from_env", "stage"]
+
 Source = Literal["huggingface", "modelscope"]
 SOURCES: tuple[Source, ...] = ("huggingface", "modelscope")
 
@@ -72,14 +67,6 @@ def default_prefix(model_id: str) -> str:
     return f"models/{model_id.rstrip('/').split('/')[-1]}/"
 
 
-def marker_key(prefix: str) -> str:
-    """`models/Qwen2.5-3B-Instruct/` -> `models/Qwen2.5-3B-Instruct.complete`."""
-    stripped = prefix.rstrip("/")
-    if not stripped:
-        raise ValueError("the model prefix must not be empty (the marker sits next to it)")
-    return stripped + ".complete"
-
-
 def build_manifest(spec: ModelSpec, prefix: str, objects: list[dict]) -> dict:
     """`objects`: [{"key": <relative path>, "size": int, "crc64": str}] as read back from OSS."""
     files = sorted(objects, key=lambda o: o["key"])
@@ -92,20 +79,6 @@ def build_manifest(spec: ModelSpec, prefix: str, objects: list[dict]) -> dict:
         "files": files,
         "total_bytes": sum(o["size"] for o in files),
     }
-
-
-def manifest_problems(manifest: dict, listing: Mapping[str, int]) -> list[str]:
-    """Why the bucket no longer matches a manifest; `listing` maps relative key -> size."""
-    problems = []
-    for f in manifest.get("files", []):
-        size = listing.get(f["key"])
-        if size is None:
-            problems.append(f"{f['key']} is missing")
-        elif size != f["size"]:
-            problems.append(f"{f['key']} is {size} bytes, the manifest says {f['size']}")
-    if not manifest.get("files"):
-        problems.append("the manifest lists no files")
-    return problems
 
 
 def skip_decision(marker_text: str | None, spec: ModelSpec, listing: Mapping[str, int]) -> tuple[bool, str]:
@@ -155,9 +128,7 @@ def stage(
 ) -> dict:
     """Stage `spec` under `prefix` unless already there; returns the manifest in the bucket."""
     prefix = normalize_prefix(prefix)
-    marker = marker_key(prefix)
-    marker_text = get_text(client, bucket, marker)
-    listing = {o.key[len(prefix):]: o.size for o in list_objects(client, bucket, prefix)}
+    marker_text, listing = read_state(client, bucket, prefix)
     skip, reason = skip_decision(marker_text, spec, listing)
     log(reason)
     if skip:
@@ -165,16 +136,9 @@ def stage(
 
     local = download(spec, work_dir)
     summary = upload_directory(client, bucket, local, prefix, log=log, **upload_options)
-    objects = []
-    for key in summary.uploaded + summary.skipped:
-        stat = head(client, bucket, key)
-        objects.append({"key": key[len(prefix):], "size": stat.size, "crc64": stat.crc64})
-    manifest = build_manifest(spec, prefix, objects)
+    identity = {"model_id": spec.model_id, "revision": spec.revision_label, "source": spec.source}
     # Written last: its presence means every file above is in the bucket.
-    client.put_object(oss.PutObjectRequest(bucket=bucket, key=marker, content_type="application/json",
-                                           body=json.dumps(manifest, indent=1).encode()))
-    log(f"wrote oss://{bucket}/{marker} ({len(objects)} files, {manifest['total_bytes']} bytes)")
-    return manifest
+    return write_marker(client, bucket, prefix, summary.uploaded + summary.skipped, identity, log=log)
 
 
 def spec_from_env(env: Mapping[str, str]) -> ModelSpec:

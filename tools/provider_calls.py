@@ -67,6 +67,7 @@ DATA_SOURCES = {
     "alicloud:index/getZones:getZones": "alicloud_zones",
     "alicloud:ram/getRoles:getRoles": "alicloud_ram_roles",
     "alicloud:oss/getBuckets:getBuckets": "alicloud_oss_buckets",
+    "alicloud:oss/getBucketObjects:getBucketObjects": "alicloud_oss_bucket_objects",
 }
 READ_ONLY = {  # read with Resource.get: only the Read runs
     "alicloud:eflo/nodeGroup:NodeGroup": "alicloud_eflo_node_group",

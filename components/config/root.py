@@ -87,7 +87,7 @@ class Settings(Strict):
     image: ImageSettings = Field(
         default_factory=ImageSettings, description="Training image: official + pip, or built and pushed to ACR.")
     latency: LatencySettings = Field(
-        default_factory=LatencySettings, description="Durations of the time-to-first-step model (offline/report/latency.py).")
+        default_factory=LatencySettings, description="Durations of the time-to-first-step model (offline/report/latency/).")
     cost: CostSettings = Field(
         default_factory=CostSettings, description="Prices and run assumptions of the cost ESTIMATE (offline/report/cost.py).")
     queue: QueueSettings = Field(

@@ -93,6 +93,11 @@ class ModelSettings(Strict):
         "data.apply_chat_template_kwargs.enable_thinking, which both the dataset's prompt rendering and the "
         "agent loop's rollout read. Empty = off (short answers: GSM8K's 1024-token responses; thinking needs far "
         "longer ones). Other families have no switch: true is refused.")
+    revision: Optional[str] = Field(
+        None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description="Hub revision (branch, tag or commit) the model staging Job downloads. The bucket's model cache is "
+        "keyed by repo and revision (models/<name>/<key>/, staged once per bucket): pin a commit so the key names fixed "
+        "weights. Empty = the hub's default branch, cached as first staged (a later push to it is not picked up).")
     rollout_tp: int | None = Field(None, ge=1, le=4096, description="Override: vLLM tensor parallel size.")
     actor_param_offload: bool | None = Field(None, description="Override: FSDP actor parameter offload.")
     actor_optimizer_offload: bool | None = Field(None, description="Override: FSDP actor optimizer offload.")

@@ -1,7 +1,7 @@
 """The pure pieces of the time model that the program itself needs: image pull, model size, and the wait from
 the RayJob's creation until KubeRay calls it Running, from which `preRunningDeadlineSeconds` is derived.
 
-offline/report/latency.py (the plan's time-to-first-step model) uses these same functions, so the deadline and the
+offline/report/latency/ (the plan's time-to-first-step model) uses these same functions, so the deadline and the
 plan's figures cannot drift apart. Every input is a `latency` setting: a modelled ESTIMATE (docs/latency.md).
 
 What the deadline covers (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go): KubeRay

@@ -6,7 +6,9 @@
 - `gsm8k-<digest>` runs `python -m pipeline.gsm8k`: GSM8K -> verl tool-agent parquet files under
   `wiring.dataset_files(settings).prefix` (full splits and the small subsets).
 - `stage-<model>-<digest>` runs `python -m pipeline.stage_model`: the preset's weights from Hugging Face or
-  ModelScope into `wiring.model_path(settings)`, skipped when its completion marker is already there.
+  ModelScope into `wiring.model_path(settings)` (content-addressed by hub, repo and revision), skipped when its
+  completion marker is already there.
+- A Job whose prefix the program found complete before the `up` (components/workloads/cache.py) is not created.
 
 Both run on the system pool as the RRSA-annotated dataset service account, as a non-root user with a read-only
 root filesystem; they pip-install exact pins (`versions.pipeline_packages`) into scratch space at start.
@@ -38,11 +40,13 @@ from components.wiring import (
     WorkloadIdentity,
     dataset_files,
     model_path,
+    model_repo,
     oss_endpoint,
     resource_kwargs,
     restricted_container_security,
     system_scheduling,
 )
+from components.workloads.cache import CacheEntry, Staged
 
 PIPELINE_DIR = REPO_ROOT / "pipeline"
 CODE_ROOT = "/opt/verl-ack"  # the ConfigMap is mounted at <CODE_ROOT>/pipeline, so `python -m pipeline.x` works
@@ -261,7 +265,8 @@ def model_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, se
     def build(st: StorageRefs) -> dict:
         env = _oss_env(s, st, model_path(s)) + [
             {"name": "MODEL_SOURCE", "value": source},
-            {"name": "MODEL_ID", "value": preset.hf_id if source == "huggingface" else preset.modelscope_id},
+            {"name": "MODEL_ID", "value": model_repo(s)},
+            *([{"name": "MODEL_REVISION", "value": s.model.revision}] if s.model.revision else []),
             {"name": "DOWNLOAD_DIR", "value": f"{SCRATCH}/model"},
             {"name": "MODELSCOPE_CACHE", "value": f"{SCRATCH}/modelscope"},
         ]
@@ -302,6 +307,9 @@ class DataArgs:
     identity: WorkloadIdentity
     hf_token: Optional[pulumi.Input[str]] = None  # secrets.hf_token
     modelscope_token: Optional[pulumi.Input[str]] = None  # secrets.modelscope_token
+    # What the staging cache holds already (components/workloads/cache.py); None or an entry not known complete:
+    # the Job runs.
+    cache: Optional[dict[Staged, CacheEntry]] = None
 
 
 class DataJobs(pulumi.ComponentResource):
@@ -349,16 +357,20 @@ class DataJobs(pulumi.ComponentResource):
         wait = pulumi.CustomTimeouts(create=f"{s.dataset.active_deadline_seconds // 60 + 5}m",
                                      update=f"{s.dataset.active_deadline_seconds // 60 + 5}m")
         sa = identity.dataset_service_account
-        self.dataset_job = k8s.batch.v1.Job(
+        cache = args.cache or {}
+        # A prefix whose completion marker the program found (an experiment on its platform's bucket) gets no Job:
+        # nothing on the RayJob's path stages it again. The cache entry is named in the outputs instead.
+        staged = {what: e for what, e in cache.items() if not e.needs_job}
+        self.dataset_job: Optional[k8s.batch.v1.Job] = None if "dataset" in staged else k8s.batch.v1.Job(
             f"{name}-dataset", **resource_kwargs(dataset_job_manifest(s, code, args.storage, sa, tokens)),
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # a failed Job runs again next `up`
-        self.model_job = k8s.batch.v1.Job(
+        self.model_job: Optional[k8s.batch.v1.Job] = None if "model" in staged else k8s.batch.v1.Job(
             f"{name}-model", **resource_kwargs(model_job_manifest(s, code, args.storage, sa, tokens)),
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))
-        self.ready: list[pulumi.Resource] = [self.dataset_job, self.model_job]
+        self.ready: list[pulumi.Resource] = [j for j in (self.dataset_job, self.model_job) if j is not None]
         self.register_outputs({
-            "dataset_job": self.dataset_job.metadata["name"],
-            "model_job": self.model_job.metadata["name"],
+            "dataset_job": self.dataset_job.metadata["name"] if self.dataset_job else f"cached: {staged['dataset'].marker}",
+            "model_job": self.model_job.metadata["name"] if self.model_job else f"cached: {staged['model'].marker}",
             "code_config_map": self.code_config_map.metadata["name"],
         })
 

@@ -1,7 +1,7 @@
 """Cost ESTIMATE of one training run and of leaving the stack up afterwards.
 
 Prices come from `settings.cost.prices` (built-in rough USD list-price approximations unless the stack
-overrides them; never a quote). Durations come from a `Timeline` (offline/report/latency.py: the recorded
+overrides them; never a quote). Durations come from a `Timeline` (offline/report/latency/: the recorded
 graph's critical path in the plan, the nominal reference chain in the stack output), the number of steps
 (`total_training_steps`, or epochs x rows // train_batch_size as verl's drop_last dataloader counts) times
 `cost.seconds_per_step`, validation passes, and the RayJob's TTL. What the stack bills for follows from the
@@ -23,6 +23,7 @@ from components.model.wait import gpu_pool_autoscales, model_bytes
 from components.sweep import variants
 from offline.report.cost_view import platform_markdown, run_markdown
 from offline.report.latency import CriticalPath, Timeline, own_start_minutes, plan_critical_path
+from offline.report.latency.targets import gpu_price  # one price lookup for the plan's targets and its cost
 from offline.report.section import Section
 
 RUN_ASSUMPTIONS = 5  # estimate_cost's first assumptions: the note, steps, setup, TTL, run length
@@ -271,13 +272,6 @@ def _bill_shared_services(s: Settings, H: float, sys_hours: float, month: float,
 HOURS_PER_DAY = 24
 GPU_LINES = ("gpu_nodes", "gpu_disks")  # the GPU pool's lines; the rest of a platform's are its shared services
 BUSY_PERCENT = (0, 25, 50, 100)  # how much of the time experiments keep a platform's GPU pool busy
-
-
-def gpu_price(s: Settings) -> tuple[str, Optional[float]]:
-    """(price key, price per node-hour) of one GPU node of this stack's pool."""
-    g = s.gpu_pool
-    key = "lingjun_node_hour" if g.kind == "lingjun" or g.ecs is None else g.ecs.instance_types[0]
-    return key, s.cost.prices.get(key)
 
 
 def _r(x: Optional[float], n: int = 2) -> Optional[float]:

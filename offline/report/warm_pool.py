@@ -7,7 +7,7 @@ endpoint in the stack's region (`registry-vpc.<region>.aliyuncs.com`, `<instance
 aliyuncs.com`, `registry-<region>-vpc.ack.aliyuncs.com`) is pulled at the node's rate; any other host (another
 region, a public endpoint, a registry outside Alibaba Cloud) is reached through the NAT, whose bandwidth the
 sandbox nodes share. The first rollout's first tool call claims a sandbox, so a pool that is ready after verl's
-start delays the first step (offline/report/latency.py).
+start delays the first step (offline/report/latency/).
 
 Pure functions of (recording, settings); every number is a modelled ESTIMATE (docs/latency.md).
 """

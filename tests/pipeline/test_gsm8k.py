@@ -140,22 +140,36 @@ def test_a_missing_bucket_exits_2_naming_the_variable(capsys):
     assert "OSS_BUCKET" in capsys.readouterr().err
 
 
-def test_the_job_uploads_its_files_and_a_second_run_uploads_nothing(fake_oss, tmp_path):
-    config = JobConfig(dataset_name="openai/gsm8k", dataset_config="main", bucket="data", prefix="datasets/gsm8k/",
+def test_the_job_uploads_its_files_then_its_marker_and_a_second_run_stages_nothing(fake_oss, tmp_path):
+    config = JobConfig(dataset_name="openai/gsm8k", dataset_config="main", bucket="data", prefix="datasets/gsm8k/k/",
                        subsets={"train": 2, "test": 1}, output_dir=tmp_path / "out", hf_token=None)
     client = fake_oss.client()
     first = gsm8k.run(config, client, load=lambda _: EXAMPLES, log=lambda _: None)
-    expected = ["datasets/gsm8k/test.parquet", "datasets/gsm8k/test1.parquet",
-                "datasets/gsm8k/train.parquet", "datasets/gsm8k/train2.parquet"]
-    assert fake_oss.keys("data") == expected
+    expected = ["datasets/gsm8k/k/test.parquet", "datasets/gsm8k/k/test1.parquet",
+                "datasets/gsm8k/k/train.parquet", "datasets/gsm8k/k/train2.parquet"]
+    assert fake_oss.keys("data") == sorted(expected + ["datasets/gsm8k/k.complete"])
     assert sorted(first.uploaded) == expected
-    assert fake_oss.get("data", "datasets/gsm8k/train.parquet") == (tmp_path / "out" / "train.parquet").read_bytes()
+    assert fake_oss.get("data", "datasets/gsm8k/k/train.parquet") == (tmp_path / "out" / "train.parquet").read_bytes()
+    puts = fake_oss.requests(op="PutObject")
+    assert puts[-1].key == "datasets/gsm8k/k.complete", "the marker is the last write"
 
     fake_oss.clear_log()
-    second = gsm8k.run(config, client, load=lambda _: EXAMPLES, log=lambda _: None)
-    assert second.uploaded == []
-    assert sorted(second.skipped) == expected
+    loads = []
+    second = gsm8k.run(config, client, load=lambda c: loads.append(c) or EXAMPLES, log=lambda _: None)
+    assert second is None and loads == [], "a complete prefix is neither downloaded nor converted again"
     assert fake_oss.requests(op="PutObject") == []
+
+
+def test_a_prefix_without_its_marker_is_staged_again_and_only_the_missing_files_upload(fake_oss, tmp_path):
+    config = JobConfig(dataset_name="openai/gsm8k", dataset_config="main", bucket="data", prefix="datasets/gsm8k/k/",
+                       subsets={"train": 2}, output_dir=tmp_path / "out", hf_token=None)
+    client = fake_oss.client()
+    gsm8k.run(config, client, load=lambda _: EXAMPLES, log=lambda _: None)
+    with fake_oss._lock:  # an interrupted run: the files are there, the marker is not
+        del fake_oss.objects[("data", "datasets/gsm8k/k.complete")]
+    again = gsm8k.run(config, client, load=lambda _: EXAMPLES, log=lambda _: None)
+    assert again.uploaded == [] and len(again.skipped) == 3
+    assert "datasets/gsm8k/k.complete" in fake_oss.keys("data")
 
 
 def test_main_runs_the_whole_job_from_environment_variables(fake_oss, tmp_path, monkeypatch, capsys):
@@ -164,7 +178,7 @@ def test_main_runs_the_whole_job_from_environment_variables(fake_oss, tmp_path, 
            "OSS_ACCESS_KEY_ID": "id", "OSS_ACCESS_KEY_SECRET": "not-printed", "SUBSETS": "train:1",
            "OUTPUT_DIR": str(tmp_path), "OSS_PREFIX": "/data/gsm8k"}
     assert gsm8k.main(env) == 0
-    assert fake_oss.keys("data") == ["data/gsm8k/test.parquet", "data/gsm8k/train.parquet",
+    assert fake_oss.keys("data") == ["data/gsm8k.complete", "data/gsm8k/test.parquet", "data/gsm8k/train.parquet",
                                      "data/gsm8k/train1.parquet"]
     out = capsys.readouterr().out
     assert "uploaded 3 objects" in out

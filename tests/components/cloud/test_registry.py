@@ -105,7 +105,7 @@ def test_the_official_image_is_pulled_by_tag_and_digest_by_the_rayjob_and_the_pr
     ref = "verlai/verl:vllm024.dev2@sha256:b867883b0dd011363e69ab2ab344922a28c5bd0409e2a324e3ee70fb27ca7543"
     assert v.verl_image_ref() == ref
     for stack in ("dev", "multinode"):
-        rec = record(stack, OFFICIAL if stack == "dev" else None)
+        rec = record(stack, OFFICIAL)  # both stacks pull a built image by default
         ds = rec.get("kubernetes:apps/v1:DaemonSet", "prepull-daemonset")
         (job,) = rec.by_type("kubernetes:ray.io/v1:RayJob")
         cluster = job.inputs["spec"]["rayClusterSpec"]

@@ -13,7 +13,7 @@ import yaml
 from components.config import Settings, SettingsError
 from components.model import preset_of
 from components.model.presets import PRESETS
-from components.wiring import StorageRefs, dataset_files, model_path
+from components.wiring import StorageRefs, dataset_cache_key, dataset_files, model_cache_key, model_path
 from components.workloads import data as dj
 from offline.engine import run_program
 from tests.components.workloads.test_sandbox import assert_valid_core, settings
@@ -131,7 +131,7 @@ def test_dataset_job_env_follows_the_gsm8k_module_interface():
     assert e["DATASET_NAME"] == "openai/gsm8k" and e["DATASET_CONFIG"] == "main"
     assert e["OSS_BUCKET"] == RRSA.bucket_name and e["OSS_REGION"] == s.region
     assert e["OSS_ENDPOINT"] == RRSA.endpoint
-    assert e["OSS_PREFIX"] == dataset_files(s).prefix == "datasets/gsm8k/"
+    assert e["OSS_PREFIX"] == dataset_files(s).prefix == f"datasets/gsm8k/{dataset_cache_key(s)}/"
     assert e["SUBSETS"] == "train:20,test:100"
     interface = {k for k in e if k.startswith(("OSS_", "DATASET_", "HF_TOKEN", "SUBSETS", "OUTPUT_DIR"))}
     assert interface <= documented_env("gsm8k")
@@ -151,7 +151,10 @@ def test_model_job_env_follows_the_stage_model_interface(source, token_var):
     e = env(jobs(s, tokens=frozenset({"hf", "modelscope"}))[1])
     assert e["MODEL_SOURCE"] == source
     assert e["MODEL_ID"] == (preset_of(s).hf_id if source == "huggingface" else preset_of(s).modelscope_id)
-    assert e["OSS_PREFIX"] == model_path(s) == "models/Qwen2.5-3B-Instruct/"
+    assert e["OSS_PREFIX"] == model_path(s) == f"models/Qwen2.5-3B-Instruct/{model_cache_key(s)}/"
+    assert "MODEL_REVISION" not in e  # the hub's default branch
+    pinned = settings("dev", {"model": {"source": source, "revision": "a09a354"}})
+    assert env(jobs(pinned, tokens=frozenset({"hf", "modelscope"}))[1])["MODEL_REVISION"] == "a09a354"
     assert e[token_var]["secretKeyRef"]["name"] == dj.HUB_TOKENS_SECRET
     other = {"HF_TOKEN", "MODELSCOPE_TOKEN"} - {token_var}
     assert not other & set(e)

@@ -42,7 +42,7 @@ def test_with_an_in_region_registry_the_warm_pool_pulls_the_mirror_there_and_the
 
 
 def test_without_a_registry_of_its_own_or_with_the_mirror_off_the_stack_pulls_upstreams_image():
-    assert pool_image(settings("multinode")) == UPSTREAM
+    assert pool_image(settings("multinode", {"image": None})) == UPSTREAM
     assert pool_image(settings("dev", {"sandbox": {"image_mirror": False}})) == UPSTREAM
 
 
@@ -53,7 +53,7 @@ def test_a_personal_registry_mirrors_under_its_vpc_endpoint_and_namespace():
 
 def test_requiring_the_mirror_without_a_registry_is_refused_with_the_field_and_the_fix():
     with pytest.raises(SettingsError) as info:
-        settings("multinode", {"sandbox": {"image_mirror": True}})
+        settings("multinode", {"image": None, "sandbox": {"image_mirror": True}})
     assert any("sandbox.image_mirror" in str(p) and "image.source: built" in str(p) for p in info.value.problems)
 
 

@@ -18,7 +18,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from components.model.layout import resolve_layout
-from components.wiring import dataset_files, mcp_url
+from components.wiring import dataset_files, mcp_url, model_cache_key
 from components.workloads.training.verl_config import (
     CODE_TOOL,
     CONFIG_DIR,
@@ -254,7 +254,8 @@ def test_train_and_val_files_are_files_the_dataset_job_writes(stack_name, tmp_pa
 def test_the_model_path_is_the_staged_preset_directory(tmp_path, verl_config_package):
     s = settings_for("dev")
     cfg = compose_job(tmp_path, s)
-    assert cfg.actor_rollout_ref.model.path == f"{oss_volumes(s)['models'].mount_path}/Qwen2.5-3B-Instruct"
+    assert cfg.actor_rollout_ref.model.path == (f"{oss_volumes(s)['models'].mount_path}/Qwen2.5-3B-Instruct/"
+                                                f"{model_cache_key(s)}")
 
 
 # --------------------------------------------------------------------------------------------- overrides
@@ -414,7 +415,8 @@ def test_a_qwen3_preset_and_a_custom_model_compose_against_verl_with_the_familys
     # The one key both the dataset's prompt rendering and the agent loop's rollout read.
     assert OmegaConf.to_container(cfg.data.apply_chat_template_kwargs) == {"enable_thinking": thinking}
     name = s.model.custom.repo_name if s.model.custom else "Qwen3-8B"
-    assert cfg.actor_rollout_ref.model.path.endswith(f"/{name}")
+    # the staging cache keys the folder by repo and revision: models/<name>/<key>
+    assert f"/models/{name}/" in cfg.actor_rollout_ref.model.path
 
 
 def test_the_dataset_and_the_agent_loop_both_read_the_thinking_switch_from_that_one_key():
