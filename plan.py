@@ -310,12 +310,12 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
     # rest of the config as the program will see it.
     raw = raw_settings(path)
     settings = parse_settings(raw)
+    config, secret_keys, _ = stack_config(path, secret_values)
+    platform = render_platform(settings, secret_values) if settings.kind == "experiment" else None
     try:  # a copied experiment stack file: refused before anything runs, as the preview refuses it
         check_experiment_identity(settings, stack)
     except IdentityError as err:
         raise SettingsError([Problem(field="name", message=str(err))]) from None
-    config, secret_keys, _ = stack_config(path, secret_values)
-    platform = render_platform(settings, secret_values) if settings.kind == "experiment" else None
     references = {settings.platform_stack: StackOutputs.of(platform.recording)} if platform else {}
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack,
                             stack_references=references)  # type: ignore[arg-type]
