@@ -174,8 +174,10 @@ def test_a_sweeps_plan_states_one_gpu_time_its_variants_sum_to_the_cost_sections
 
 
 # --------------------------------------------------------------------------- the platform's teams are the quota
-def _experiment_on(platform_teams: dict | None, overrides: dict | None = None, stack: str = "dev-grpo"):
-    """The experiment under the mock engine, reading the shipped platform's outputs with `queue_teams` replaced."""
+def _experiment_on(platform_teams: dict | None, overrides: dict | None = None, stack: str = "dev-grpo",
+                   as_stack: str | None = None):
+    """The experiment of stack file `stack` (run as stack `as_stack`) under the mock engine, reading the shipped
+    platform's outputs with `queue_teams` replaced."""
     import json as _json
 
     from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
@@ -191,7 +193,7 @@ def _experiment_on(platform_teams: dict | None, overrides: dict | None = None, s
         outputs["queue_teams"] = platform_teams
     config, secret_keys, _ = stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
     return run_program(REPO / "__main__.py", {**config, SETTINGS_KEY: _json.dumps(raw)}, secret_keys,
-                       project=PROJECT, stack=stack,
+                       project=PROJECT, stack=as_stack or stack,
                        stack_references={s.platform_stack: StackOutputs(outputs, list(real.secret_outputs))})
 
 
@@ -199,7 +201,7 @@ def test_the_platform_exports_each_team_namespace_with_what_one_of_its_jobs_may_
     teams = record("dev-platform").outputs["queue_teams"]
     s = parse_settings(stack_settings("dev-platform"))
     assert set(teams) == {ns for k, t in s.queue.teams.items() for ns in t.all_namespaces(k)}
-    for ns, limit in teams.items():
+    for limit in teams.values():
         assert limit["nvidia.com/gpu"] == s.queue.teams[limit["team"]].gpus
         assert limit["cpu"] == s.gpu_pool.nodes * s.gpu_pool.cpus_per_node
 

@@ -29,6 +29,7 @@ import yaml
 from components.config import DNS1035, RAYJOB_NAME_MAX, Settings
 from components.model.layout import Layout
 from components.wiring import Scheduling
+from components.workloads.network_policies import RAYJOB_LABEL
 from components.workloads.training.probes import ray_probes
 from components.workloads.training.run_spec import (
     PodWiring,
@@ -143,7 +144,8 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep resolving cluster Services (MLflow, MCP)
     return {
         "metadata": {
-            "labels": dict(TRAINER_LABELS),
+            # ...and its RayJob's, which its NetworkPolicy selects (network_policies.ray_job_pod_labels).
+            "labels": {**TRAINER_LABELS, RAYJOB_LABEL: spec.name},
             # A config change changes the spec, so the RayJob is replaced rather than left running old files.
             "annotations": {CONFIG_HASH_ANNOTATION: wiring.config_sha256},
         },
