@@ -356,7 +356,8 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
             title, intro, rest = md.split("\n\n", 2)
             md = "\n\n".join([title, intro, day2.markdown(*changes).rstrip("\n"), rest])
         (tmp / "plan.md").write_text(md)
-        (tmp / "plan.svg").write_text(plan_svg(stack, plan["sections"]["latency"], plan["sections"]["cost"]))
+        (tmp / "plan.svg").write_text(plan_svg(stack, plan["sections"]["latency"], plan["sections"]["cost"],
+                                                ((plan["sections"].get("sharing") or {}).get("sweep") or {}).get("queue")))
         (tmp / "dependencies.mmd").write_text(mermaid(plan["resources"]))
         needles = ["offline-placeholder-", *(v for v in (secret_values or {}).values() if v)]
         for f in tmp.rglob("*"):
