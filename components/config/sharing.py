@@ -111,6 +111,11 @@ class LogSettings(Strict):
         30, ge=1, le=3650, description="Days the logstore keeps log entries (AliyunLogConfig lifeCycle).")
     logstore: Dns1123Label = Field("verl-ray", description="Logstore the Ray logs go to (created by the log "
                                    "controller when missing).")
+    collector_daemonset: str = Field(
+        "kube-system/logtail-ds", pattern=r"^[a-z0-9-]+/[a-z0-9-]+$", description="Experiment: the `<namespace>/<name>` "
+        "of the logtail-ds add-on's DaemonSet. The node gate reads its tolerations and fails `up` unless it tolerates "
+        "every taint of the GPU nodes (the program's verl-ack/gpu, Lingjun's), since a collector that does not run "
+        "beside the Ray pods collects nothing (docs/uncertain-facts.md).")
     project: Dns1123Label | None = Field(
         None, description="Log Service project of the logstore. Empty = the project the logtail-ds add-on uses, "
         "k8s-log-<cluster id>. Project names are unique across Alibaba Cloud.")

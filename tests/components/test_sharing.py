@@ -19,7 +19,7 @@ from components.queue import (
 )
 from components.sweep import variants
 from components.wiring import gpu_scheduling
-from components.workloads.training.rayjob import pod_wiring, rayjob_manifest
+from components.workloads.training.rayjob import pod_groups, pod_wiring, rayjob_manifest
 from tests.conftest import record, stack_settings
 
 
@@ -301,3 +301,59 @@ def test_every_queued_rayjob_has_an_admission_check_after_it_that_may_touch_only
 def test_single_stacks_and_unqueued_experiments_run_no_admission_check():
     for rec in (record("dev"), record("dev-grpo", {"queue": {"enabled": False}})):
         assert not [j for j in rec.by_type("kubernetes:batch/v1:Job") if j.name.endswith("-admission")]
+
+
+# --------------------------------------------------------------------------- logs that are really collected
+def _gpu_node(s: Settings) -> dict:
+    """A GPU node as the program's pool makes it: its taints, plus ACK's Lingjun taint on Lingjun nodes."""
+    from components.cloud.nodepools import gpu_pool_taints
+    from components.wiring import LINGJUN_TAINT_KEY
+
+    taints = [dict(t) for t in gpu_pool_taints(s)]
+    if s.gpu_pool.kind == "lingjun":
+        taints.append({"key": LINGJUN_TAINT_KEY, "effect": "NoSchedule"})
+    return {"metadata": {"name": "gpu-0"}, "spec": {"taints": taints}}
+
+
+@pytest.mark.parametrize("stack", ["dev-grpo", "dev"])
+def test_the_node_gate_fails_unless_the_log_collector_tolerates_every_gpu_node_taint(stack):
+    from pipeline.node_gate import collector_gaps
+
+    s = parse_settings(stack_settings(stack))
+    nodes = {"items": [_gpu_node(s)]}
+    gaps = collector_gaps(nodes, [])
+    assert any("verl-ack/gpu=true:NoSchedule" in g for g in gaps)
+    if s.gpu_pool.kind == "lingjun":
+        assert any("node-role.alibabacloud.com/lingjun" in g for g in gaps)
+    # ACK's documented logtail DaemonSet template tolerates everything (docs/facts.md); the Ray pods' own do too
+    assert collector_gaps(nodes, [{"operator": "Exists"}]) == []
+    assert collector_gaps(nodes, [dict(t) for t in gpu_scheduling(s).tolerations]) == []
+    assert collector_gaps(nodes, [{"key": "verl-ack/gpu", "operator": "Equal", "value": "false"}])
+
+
+def test_a_logging_experiments_gate_checks_the_collector_and_may_read_only_that_daemonset():
+    from components.workloads.training import gate
+
+    rec = record("dev-grpo")
+    job = rec.get("kubernetes:batch/v1:Job", "train-gate")
+    env = {e["name"]: e["value"] for e in job.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    s = parse_settings(stack_settings("dev-grpo"))
+    assert env["GATE_COLLECTOR"] == s.logs.collector_daemonset == "kube-system/logtail-ds"
+    rules = gate.cluster_role_manifest(s)["rules"]
+    assert {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": ["logtail-ds"]} \
+        in rules
+    quiet = parse_settings(stack_settings("dev-grpo", {"logs": {"enabled": False}}))
+    assert all(r["resources"] == ["nodes"] for r in gate.cluster_role_manifest(quiet)["rules"])
+
+
+def test_the_collection_reaches_the_log_files_of_the_ray_session_the_pods_write():
+    import posixpath
+
+    s = parse_settings(stack_settings("dev-platform"))
+    detail = aliyun_log_config_manifest(s)["spec"]["logtailConfig"]["inputDetail"]
+    job = record("dev-grpo").by_type("kubernetes:ray.io/v1:RayJob")[0]
+    for _, group in pod_groups(job.inputs["spec"]):
+        assert "temp-dir" not in group.get("rayStartParams", {}), "Ray's default temp dir, /tmp/ray"
+    written = "/tmp/ray/session_2026-12-01_21-00-00_000000_1/logs/worker-abc.out"  # Ray: <temp>/session_*/logs
+    rel = posixpath.relpath(posixpath.dirname(written), detail["logPath"])
+    assert not rel.startswith("..") and rel.count("/") + 1 <= detail["maxDepth"]
