@@ -91,3 +91,31 @@ def test_every_shipped_experiment_stack_is_named_from_its_stack():
         stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
         s = parse_settings(stack_settings(stack))
         check_experiment_identity(s, stack)
+
+
+def test_the_second_experiment_walkthrough_of_docs_stacks_md_works_as_written(tmp_path, capsys):
+    """docs/stacks.md "A second experiment on a shared platform": the copy refused, renamed as the message says,
+    refused again until the platform's queue.teams lists it, then queued against that team, sharing nothing."""
+    from components.queue import team_limits
+    from tests.components.test_sharing import _experiment_on
+
+    doc = (STACKS_DIR.parent / "docs" / "stacks.md").read_text()
+    assert "### A second experiment on a shared platform, end to end" in doc
+    raw = stack_settings("dev-grpo")
+    path = tmp_path / "Pulumi.ben-grpo-2.yaml"
+    path.write_text(json.dumps({"config": {SETTINGS_KEY: raw}}))
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "a")]) == 2
+    assert "name: verl-ben-grpo-2, job.namespace: verl-ben-grpo-2" in capsys.readouterr().err
+    ben = {"name": "verl-ben-grpo-2", "job": {"namespace": "verl-ben-grpo-2"},
+           "training": {"experiment_name": "ben-grpo-2"}}
+    assert all(f"`{k}: {v}`" in doc for k, v in (("name", "verl-ben-grpo-2"), ("job.namespace", "verl-ben-grpo-2")))
+    path.write_text(json.dumps({"config": {SETTINGS_KEY: stack_settings("dev-grpo", ben)}}))
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "b")]) == 2
+    assert "verl-ben-grpo-2 (job.namespace) is in none of the platform's queue.teams" in capsys.readouterr().err
+    # the platform with the team the walkthrough adds
+    platform = parse_settings(stack_settings("dev-platform", {"queue": {"teams": {
+        "ben": {"gpus": 8, "namespaces": ["verl-ben-grpo-2"]}}}}))
+    assert "ben: {gpus: 8, namespaces: [verl-ben-grpo-2]}" in doc
+    rec = _experiment_on(team_limits(platform), ben, as_stack="ben-grpo-2")
+    assert rec.outputs["queue_team"] == "ben"
+    assert not _objects(rec) & _objects(record("dev-grpo"))
