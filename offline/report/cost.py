@@ -23,6 +23,7 @@ from components.model.wait import gpu_pool_autoscales, model_bytes
 from components.sweep import variants
 from offline.report.cost_view import platform_markdown, run_markdown
 from offline.report.latency import CriticalPath, Timeline, own_start_minutes, plan_critical_path
+from offline.report.queue_timeline import modelled_queue
 from offline.report.section import Section
 
 RUN_ASSUMPTIONS = 5  # estimate_cost's first assumptions: the note, steps, setup, TTL, run length
@@ -373,9 +374,9 @@ def cost_section(s: Settings, recording) -> Section:
     cp = plan_critical_path(recording, s)
     est = estimate_cost(s, cp.timeline())
     if s.kind != "platform" and s.training.sweep is not None:  # up until the queue's last variant is done
-        from offline.report.sharing import sweep_queue  # (sharing imports this module)
-
-        est = estimate_cost(s, cp.timeline(), max(r.end_minutes for r in sweep_queue(s, recording)[0]))
+        runs, _, _ = modelled_queue(s, cp.pods_start_minutes, getattr(recording, "platform", None),
+                                    lambda vs: run_hold_minutes(vs, cp, estimate_cost(vs, cp.timeline())))
+        est = estimate_cost(s, cp.timeline(), max(r.end_minutes for r in runs))
     if s.kind == "platform":
         data = platform_running_cost(s, est)
         return Section("cost", "Cost (ESTIMATE)", platform_markdown(data), data)

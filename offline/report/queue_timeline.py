@@ -14,6 +14,11 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import Callable
+
+from components.config import Settings
+from components.sweep import variants
+from components.wiring import ray_namespace
 
 
 @dataclass(frozen=True)
@@ -53,3 +58,24 @@ def queue_timeline(runs: list[tuple[str, int, float]], capacity_gpus: int, first
 
 def concurrency(capacity_gpus: int, gpus: int) -> int:
     return capacity_gpus // gpus if gpus else 0
+
+
+def queue_capacity(s: Settings, platform) -> tuple[int, str]:
+    """The GPUs a sweep's variants may hold at once: the smaller of their team's max and the pool, from the platform's
+    settings when the plan rendered it (else this stack's description of the pool), with where the figure comes from."""
+    ps = platform.settings if platform is not None else None
+    pool = (ps or s).gpu_pool.nodes * (ps or s).gpu_pool.gpus_per_node
+    team_key = ps.queue.team_of(ray_namespace(s)) if ps is not None else None
+    if team_key is None:
+        return pool, "the pool"
+    team = ps.queue.teams[team_key].gpus
+    return min(team, pool), (f"team {team_key}'s max {team} GPUs" if team < pool else f"the pool's {pool} GPUs")
+
+
+def modelled_queue(s: Settings, first_start_minutes: float, platform,
+                   hold_minutes: Callable[[Settings], float]) -> tuple[list[QueuedRun], int, str]:
+    """A sweep's variants through the queue: (timeline, capacity, where the capacity comes from). `hold_minutes`:
+    how long one variant (its settings) holds its GPUs (the cost model's cost.run_hold_minutes)."""
+    capacity, why = queue_capacity(s, platform)
+    runs = [(v.key, v.layout.nodes * s.gpu_pool.gpus_per_node, hold_minutes(v.settings)) for v in variants(s)]
+    return queue_timeline(runs, capacity, first_start_minutes), capacity, why

@@ -8,9 +8,8 @@ from components.config import Settings
 from components.logs import log_location
 from components.queue import queue_summary
 from components.sweep import variants
-from components.wiring import ray_namespace
 from offline.report.cost import estimate_cost, gpu_price, plan_critical_path, run_hold_minutes
-from offline.report.queue_timeline import QueuedRun, queue_timeline
+from offline.report.queue_timeline import QueuedRun, modelled_queue
 from offline.report.section import Section, table
 
 
@@ -21,26 +20,11 @@ def _run_node_hours(s: Settings, cp) -> float:
     return s.gpu_pool.nodes * run_hold_minutes(s, cp, estimate_cost(s, cp.timeline())) / 60
 
 
-def queue_capacity(s: Settings, platform) -> tuple[int, str]:
-    """The GPUs a sweep's variants may hold at once: the smaller of their team's max and the pool, from the platform's
-    settings when the plan rendered it (else this stack's description of the pool), with where the figure comes from."""
-    ps = platform.settings if platform is not None else None
-    pool = (ps or s).gpu_pool.nodes * (ps or s).gpu_pool.gpus_per_node
-    team_key = ps.queue.team_of(ray_namespace(s)) if ps is not None else None
-    if team_key is None:
-        return pool, "the pool"
-    team = ps.queue.teams[team_key].gpus
-    return min(team, pool), (f"team {team_key}'s max {team} GPUs" if team < pool else f"the pool's {pool} GPUs")
-
-
 def sweep_queue(s: Settings, recording) -> tuple[list[QueuedRun], int, str]:
-    """The sweep's modelled queue (offline/report/queue_timeline.py): each variant's admission and end, in minutes
-    from the start of `pulumi up`."""
+    """The sweep's modelled queue, each variant holding the pool as the cost section counts a run."""
     cp = plan_critical_path(recording, s)
-    capacity, why = queue_capacity(s, getattr(recording, "platform", None))
-    runs = [(v.key, v.layout.nodes * s.gpu_pool.gpus_per_node,
-             run_hold_minutes(v.settings, cp, estimate_cost(v.settings, cp.timeline()))) for v in variants(s)]
-    return queue_timeline(runs, capacity, cp.pods_start_minutes), capacity, why
+    return modelled_queue(s, cp.pods_start_minutes, getattr(recording, "platform", None),
+                          lambda vs: run_hold_minutes(vs, cp, estimate_cost(vs, cp.timeline())))
 
 
 def sharing_section(s: Settings, recording) -> Section:

@@ -9,8 +9,7 @@ import types
 import pytest
 
 from components.model import parse_settings
-from offline.report.queue_timeline import QueueTimelineError, queue_timeline
-from offline.report.sharing import queue_capacity
+from offline.report.queue_timeline import QueueTimelineError, queue_capacity, queue_timeline
 from tests.conftest import stack_settings
 
 
