@@ -217,6 +217,8 @@ def queue_summary(s: Settings) -> dict[str, Any]:
     if s.queue.enabled and s.kind == "experiment":
         out["priority_class"] = priority_class_name(s.queue.priority)
         out["namespace"] = ray_namespace(s)  # the RayJob's: its quota leaf
+        out["admission_check"] = (f"`up` fails, naming the RayJob, when no queue has taken it within "
+                                  f"{s.queue.admission_timeout_seconds} s (queue.admission_timeout_seconds)")
     return out
 
 
