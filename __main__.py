@@ -51,6 +51,8 @@ if experiment:
     pulumi.export("gpu_pool_id", experiment.gpu_pool_id)  # this stack's pool, or its platform's (gpu_pool.owner)
     if experiment.gpu_pool_owner is not None:  # fails the preview when the platform disagrees on gpu_pool.owner
         pulumi.export("gpu_pool_owner", experiment.gpu_pool_owner)
+    if experiment.queue_team is not None:  # fails the preview when no team of the platform's queue holds the job
+        pulumi.export("queue_team", experiment.queue_team)
     pulumi.export("training_image", experiment.image)
     if experiment.sweep:  # variant key -> RayJob name (components/sweep.py)
         pulumi.export("sweep_rayjobs", {key: job.rayjob_name for key, job in experiment.sweep.items()})

@@ -43,7 +43,9 @@ try:
         stack_file,
     )
     from components.config.loading import StackFileNotFound, missing_stack_message, stack_name
+    from components.experiment import IdentityError, check_experiment_identity
     from components.model import parse_settings
+    from components.wiring import ray_namespace
     from offline import day2, review
     from offline.engine import SECRET, Recording, StackOutputs, run_program
     from offline.report import plan_sections
@@ -274,6 +276,13 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
         raise problem("gpu_pool differs from the platform's, which owns the pool (gpu_pool.owner: platform): the layout "
                       "and the verl command are sized from this file, the nodes are the platform's; copy the "
                       "platform's gpu_pool section")
+    if settings.queue.enabled and platform_settings.queue.team_of(ray_namespace(settings)) is None:
+        ns = ray_namespace(settings)
+        raise problem(f"the RayJob namespace {ns} (job.namespace{'' if ns == settings.job.namespace else ', -ray with RDMA'}) "
+                      f"is in none of the platform's queue.teams ({', '.join(sorted(platform_settings.queue.teams)) or 'none'}), "
+                      f"so its queue would never dequeue the job: add `{ns}: {{gpus: N}}` under queue.teams (or to a team's "
+                      f"namespaces) in "
+                      f"{path.relative_to(REPO)}")
     config, secret_keys, _ = stack_config(path, secret_values)
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=name)
     return PlatformRun(name, platform_settings, recording, raw)
@@ -326,6 +335,10 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
     settings = parse_settings(raw)
     config, secret_keys, _ = stack_config(path, secret_values)
     platform = render_platform(settings, secret_values) if settings.kind == "experiment" else None
+    try:  # a copied experiment stack file: refused before anything runs, as the preview refuses it
+        check_experiment_identity(settings, stack)
+    except IdentityError as err:
+        raise SettingsError([Problem(field="name", message=str(err))]) from None
     references = {settings.platform_stack: StackOutputs.of(platform.recording)} if platform else {}
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack,
                             stack_references=references)  # type: ignore[arg-type]
@@ -369,7 +382,8 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
             title, intro, rest = md.split("\n\n", 2)
             md = "\n\n".join([title, intro, review.markdown(plan["review"], changes.base_name).rstrip("\n"), rest])
         (tmp / "plan.md").write_text(md)
-        (tmp / "plan.svg").write_text(plan_svg(stack, plan["sections"]["latency"], plan["sections"]["cost"]))
+        (tmp / "plan.svg").write_text(plan_svg(stack, plan["sections"]["latency"], plan["sections"]["cost"],
+                                                ((plan["sections"].get("sharing") or {}).get("sweep") or {}).get("queue")))
         (tmp / "dependencies.mmd").write_text(mermaid(plan["resources"]))
         needles = ["offline-placeholder-", *(v for v in (secret_values or {}).values() if v)]
         for f in tmp.rglob("*"):

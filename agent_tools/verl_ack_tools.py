@@ -270,6 +270,13 @@ class ToolStats:
                            type(e).__name__, e)
 
 
+# The Ray cluster KubeRay made for this RayJob (pod label ray.io/cluster, `<rayjob>-<5 random>`: a new one for each
+# RayJob and each resume), given to every Ray container through the downward API
+# (components/workloads/training/rayjob.py). Two jobs with the same MLflow names never share it.
+JOB_ENV = "VERL_ACK_RAY_CLUSTER"
+JOB_TAG = "verl_ack.job"
+
+
 class _MlflowSink:
     """One MLflow run per worker process, created on the first flush (MlflowClient: no global active run, so
     nothing else in the process is affected)."""
@@ -288,6 +295,9 @@ class _MlflowSink:
                 exp_id = self.client.get_experiment_by_name(experiment).experiment_id
         host, pid = socket.gethostname(), os.getpid()
         tags = {"verl_ack.role": "agent-tools", "verl_ack.worker": f"{host}/{pid}"}
+        job = os.environ.get(JOB_ENV, "")
+        if job:  # which RayJob's Ray cluster this worker belongs to: close_job_runs closes by it, never by a name
+            tags[JOB_TAG] = job
         if parent_run:
             # verl's Tracking names the trainer's run trainer.experiment_name (verl/utils/tracking.py).
             runs = self.client.search_runs(
@@ -311,29 +321,27 @@ class _MlflowSink:
 STATS = ToolStats()
 
 
-def close_job_runs(uri: str, experiment: str, parent_run: str, status: str = "KILLED") -> list[str]:
-    """Marks the tool runs of this job that are still RUNNING as `status`, and returns their ids.
+def close_job_runs(uri: str, experiment: str, job: str, status: str = "KILLED") -> list[str]:
+    """Marks this job's tool runs that are still RUNNING as `status`, and returns their ids.
 
     A tools run is closed by the worker's atexit only when the process ends normally; Ray kills the agent-loop
     actors at the end of the job (and a failed node takes them with it), so without this every
     `<experiment>-tools-<host>-<pid>` run stays RUNNING forever. Run it from a process that outlives verl (the
     job's entrypoint, after `main_ppo` returns: `python3 verl_ack_tools.py --close-runs <tool config>`). The
-    job's runs are the agent-tools runs nested under the newest trainer run named `parent_run`; what they lost is
-    at most the last interval (`metrics.interval_seconds`), since every interval is sent as it ends."""
+    job's runs are the agent-tools runs tagged with its Ray cluster (`job`, JOB_TAG): never chosen by run name, which
+    another job with the same MLflow names (another stack, a replaced RayJob) shares. What they lost is at most the
+    last interval (`metrics.interval_seconds`), since every interval is sent as it ends."""
+    if not job:
+        return []
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
-    trainer = client.search_runs([exp.experiment_id], filter_string=f"attributes.run_name = '{parent_run}'",
-                                 order_by=["attributes.start_time DESC"], max_results=1)
-    if not trainer:
-        return []
-    parent_id = trainer[0].info.run_id
     running = client.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=5000)
     closed = [r.info.run_id for r in running
-              if r.data.tags.get("verl_ack.role") == "agent-tools" and r.data.tags.get("mlflow.parentRunId") == parent_id]
+              if r.data.tags.get("verl_ack.role") == "agent-tools" and r.data.tags.get(JOB_TAG) == job]
     for run_id in closed:
         client.set_terminated(run_id, status=status)
     return closed
@@ -347,11 +355,14 @@ def _close_runs_main(tool_config_path: str) -> int:
         tools = yaml.safe_load(f).get("tools") or []
     metrics = next((t["config"]["metrics"] for t in tools if (t.get("config") or {}).get("metrics")), {})
     uri = os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri or not metrics.get("mlflow_experiment") or not metrics.get("mlflow_parent_run"):
+    if not uri or not metrics.get("mlflow_experiment"):
         print("verl_ack_tools: no MLflow tracking configured; no tool runs to close", file=sys.stderr)
         return 0
+    if not os.environ.get(JOB_ENV):
+        print(f"verl_ack_tools: {JOB_ENV} is not set (not a KubeRay pod); no tool runs are closed", file=sys.stderr)
+        return 0
     try:
-        closed = close_job_runs(uri, metrics["mlflow_experiment"], metrics["mlflow_parent_run"])
+        closed = close_job_runs(uri, metrics["mlflow_experiment"], os.environ[JOB_ENV])
     except Exception as e:  # the job's own result decides the exit status, not this bookkeeping
         print(f"verl_ack_tools: could not close the tool runs ({type(e).__name__}: {e})", file=sys.stderr)
         return 0

@@ -27,7 +27,7 @@ from components.config.secrets import Secrets
 from components.logs import mark_ray_containers
 from components.model.layout import Layout
 from components.platform import EXPERIMENT_ROLES, Platform
-from components.queue import check_gang, queued_rayjob
+from components.queue import check_gang, check_team, job_request, queued_rayjob
 from components.sweep import variants
 from components.wiring import (
     ClusterRefs,
@@ -37,6 +37,7 @@ from components.wiring import (
     WorkloadIdentity,
     checked_gpu_pool_owner,
     gpu_scheduling,
+    ray_namespace,
     stack_reference_name,
 )
 from components.workloads.cache import cache_entries
@@ -63,11 +64,52 @@ class Experiment:
     gpu_pool_owner: pulumi.Output[str] | None = None
     # A sweep's RayJobs by variant key (components/sweep.py); empty for a single run.
     sweep: dict[str, TrainingJob] = field(default_factory=dict)
+    # An experiment stack's check that the platform's queue has a team for its RayJob namespace with room for every
+    # RayJob (submitter included): an Output that fails the preview otherwise; None when it queues nothing.
+    queue_team: pulumi.Output[str] | None = None
 
 
-def rayjob_shape(s: Settings, layout: Layout):
+class IdentityError(ValueError):
+    """An experiment whose objects would be another experiment's; the message names the fields and the fix."""
+
+
+def check_experiment_identity(s: Settings, stack: str) -> None:
+    """An experiment stack's objects are its own: the cloud and cluster-scoped ones are named from `name`, the rest
+    live in `job.namespace` (and its Ray namespace), which the experiment creates. Both must end with the stack's
+    name, so a stack file copied to a new stack is refused here, before anything is created, instead of failing half
+    way on "already exists" (or, adopted, deleting the first experiment's objects on its destroy)."""
+    if s.kind != "experiment":
+        return
+    own = [f for f, v in (("name", s.name), ("job.namespace", s.job.namespace),
+                          ("job.ray_namespace", s.job.ray_namespace)) if v is not None]
+    bad = [f for f in own if not _ends_with_stack(_value(s, f), stack)]
+    if bad:
+        fix = ", ".join(f"{f}: {_renamed(_value(s, f), stack)}" for f in bad)
+        raise IdentityError(
+            f"{', '.join(bad)} ({', '.join(_value(s, f) for f in bad)}) must end with this stack's name {stack!r}: "
+            f"every object of an experiment is named from `name` or lives in its namespace, so a stack file copied "
+            f"from another experiment would create, change and on destroy delete that experiment's objects. Set "
+            f"{fix} in Pulumi.{stack}.yaml, and add the namespace to the platform's queue.teams (docs/stacks.md \"A "
+            "second experiment\")")
+
+
+def _value(s: Settings, f: str) -> str:
+    return {"name": s.name, "job.namespace": s.job.namespace, "job.ray_namespace": s.job.ray_namespace or ""}[f]
+
+
+def _ends_with_stack(value: str, stack: str) -> bool:
+    return value == stack or value.endswith(f"-{stack}")
+
+
+def _renamed(value: str, stack: str) -> str:
+    """The value with this stack's name in place of what follows its first word (verl-dev-grpo -> verl-<stack>)."""
+    return f"{value.split('-', 1)[0]}-{stack}"
+
+
+def rayjob_shape(s: Settings, layout: Layout, requests: dict[str, dict[str, float]] | None = None):
     """What the shared platform adds to each RayJob: the queue's suspend, gang and priority (checked: the job starts
-    whole or not at all) and the log collection's marker; None when the stack uses neither."""
+    whole or not at all) and the log collection's marker; None when the stack uses neither. A queued RayJob's
+    request (its pods and KubeRay's submitter) goes into `requests`, by RayJob name, for the team check."""
     if not (s.queue.enabled or s.logs.enabled):
         return None
 
@@ -77,6 +119,8 @@ def rayjob_shape(s: Settings, layout: Layout):
         if s.queue.enabled:
             manifest = queued_rayjob(manifest, s, layout)
             check_gang(manifest)
+            if requests is not None:
+                requests[manifest["metadata"]["name"]] = job_request(manifest)
         return manifest
     return shape
 
@@ -107,6 +151,7 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
         owner_check = None
         cache_provider: alicloud.Provider | None = None  # a single stack's bucket is created in this `up`
     else:
+        check_experiment_identity(s, pulumi.get_stack())
         # Region, cluster and vSwitches are the platform's: this stack never restates them.
         provider = cache_provider = alicloud.Provider("alicloud", region=refs.region)
         check_account(s, provider)  # placeholders and account reads refuse the stack before anything is created
@@ -147,13 +192,22 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
         if s.image.prepull and s.owns_gpu_pool() else None
     # The RayJob after GPU nodes, data, MLflow and MCP exist; a sweep's variants each as their own (train-<key>).
     runs = [(f"train-{v.key}", v.settings, v.layout) for v in variants(s)] or [("train", s, layout)]
+    requests: dict[str, dict[str, float]] = {}
     jobs = {name: TrainingJob(name, TrainingJobArgs(rs, rl, cluster_refs, scheduling, storage_refs, identity,
                                                     secrets.sandbox_api_key,
                                                     wait_for=[*gpu_ready, *platform_ready, data],
                                                     gate_code=data.code_config_map, gate_after=gpu_ready,
-                                                    shape=rayjob_shape(rs, rl), **overrides))
+                                                    shape=rayjob_shape(rs, rl, requests), **overrides))
             for name, rs, rl in runs}
+    # The platform's queue must have a team for the RayJobs' namespace with room for each (read from its outputs).
+    team_check = pulumi.Output.from_input(refs.queue_teams).apply(
+        lambda teams: _checked_team(s, teams, requests)) if local is None and s.queue.enabled else None
     training = next(iter(jobs.values()))
     sweep = {name.removeprefix("train-"): job for name, job in jobs.items()} if s.training.sweep else {}
     return Experiment(pools=pools, identity=identity, data=data, prepull=prepull, training=training, image=image,
-                      gpu_pool_id=gpu_pool_id, gpu_pool_owner=owner_check, sweep=sweep)
+                      gpu_pool_id=gpu_pool_id, gpu_pool_owner=owner_check, sweep=sweep, queue_team=team_check)
+
+
+def _checked_team(s: Settings, teams: dict, requests: dict[str, dict[str, float]]) -> str:
+    check_team(s, teams, requests, s.platform_stack or "")
+    return teams[ray_namespace(s)]["team"]

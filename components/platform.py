@@ -27,7 +27,7 @@ from components.cloud.storage import Storage, StorageArgs
 from components.config import Settings, addon_installed
 from components.config.secrets import Secrets
 from components.logs import LogCollection, LogCollectionArgs
-from components.queue import Queueing, QueueingArgs
+from components.queue import Queueing, QueueingArgs, team_limits
 from components.wiring import AddonRefs, ClusterRefs, PlatformRefs, mcp_url, tracking_uri
 from components.workloads.prepull import ImagePrepull
 from components.workloads.sandbox import SandboxArgs, Sandboxes
@@ -133,6 +133,7 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
         tracking_uri=tracking_uri(s) or "",
         gpu_pool_owner=s.gpu_pool.owner,
         gpu_pool_id=pools.gpu.node_pool_id if pools.gpu else "",
+        queue_teams=team_limits(s) if queueing else {},
     )
     return Platform(refs=refs, cluster=cluster, cluster_refs=cluster_refs, pools=pools, identity=identity,
                     storage=storage, ingress=ingress, registry=registry, sandboxes=sandboxes, tracking=tracking,

@@ -75,7 +75,7 @@ def elastic_quota_tree_manifest(s: Settings) -> dict:
     in a team's namespace fit beside any RayJob); a team's GPU max is its `gpus`, its guarantee `min_gpus`."""
     g = s.gpu_pool
     gpus, cpu, mem = g.nodes * g.gpus_per_node, g.nodes * g.cpus_per_node, g.nodes * g.memory_gib_per_node
-    children = [{"name": f"root.{ns}", "namespaces": [ns],
+    children = [{"name": f"root.{ns}", "namespaces": team.all_namespaces(ns),
                  "max": _quota(team.gpus, cpu, mem), "min": _quota(team.min_gpus, 0, 0)}
                 for ns, team in sorted(s.queue.teams.items())]
     root = {"name": "root", "max": _quota(gpus, cpu, mem), "min": _quota(gpus, cpu, mem)}
@@ -109,15 +109,78 @@ def queued_rayjob(manifest: dict, s: Settings, layout: Layout) -> dict:
     return out
 
 
+# KubeRay v1.7.0 common/job.go GetDefaultSubmitterContainer: the submitter's requests. K8sJobMode runs it as a pod
+# of its own in the RayJob's namespace, SidecarMode appends it to the head pod; neither is in the RayJob's template,
+# which is all the queue sums (koord-queue rayjob.go `Resources`), yet the namespace's quota counts the pod.
+SUBMITTER_REQUEST = {"cpu": 0.5, "memory": 200 * 2**20}
+SUBMITTER_MODES = ("K8sJobMode", "SidecarMode")  # HTTPMode and InteractiveMode start no submitter
+
+
+def quantity(text: Any) -> float:
+    """A Kubernetes quantity as a number (cores for CPU, bytes for memory)."""
+    text = str(text).strip()
+    binary = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    decimal = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+    for suffix, factor in binary.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    if text and text[-1] in decimal:
+        return float(text[:-1]) * decimal[text[-1]]
+    return float(text)
+
+
 def job_request(manifest: dict) -> dict[str, float]:
-    """What the queue admits as one unit: the requests of the head plus every worker replica, summed."""
-    total: dict[str, float] = {}
+    """What one RayJob takes from its namespace's quota while it runs: the requests of the head plus every worker
+    replica (what the queue admits as one unit), and KubeRay's submitter (K8sJobMode, SidecarMode). CPU in cores,
+    memory in bytes, GPUs as a count."""
+    total: dict[str, float] = {GPU: 0.0, "cpu": 0.0, "memory": 0.0}
     for _, group, n in _templates(manifest):
         for c in group["template"]["spec"]["containers"]:
             for key, value in (c.get("resources") or {}).get("requests", {}).items():
-                if key == GPU:
-                    total[key] = total.get(key, 0) + n * int(value)
+                if key in total:
+                    total[key] += n * quantity(value)
+    if manifest["spec"].get("submissionMode", "K8sJobMode") in SUBMITTER_MODES:
+        for key, value in SUBMITTER_REQUEST.items():
+            total[key] += value
     return total
+
+
+def team_limits(s: Settings) -> dict[str, dict[str, float]]:
+    """The platform's quota leaves as an experiment checks them: namespace -> the most each of its jobs may take
+    (the leaf's max: `gpus`, and the GPU pool's CPU and memory). Exported by the platform (`queue_teams`)."""
+    tree = elastic_quota_tree_manifest(s)
+    out: dict[str, dict[str, float]] = {}
+    for leaf in tree["spec"]["root"].get("children", []):
+        limit = {k: quantity(v) for k, v in leaf["max"].items()}
+        for ns in leaf["namespaces"]:
+            out[ns] = {"team": leaf["name"].removeprefix("root."), **limit}
+    return out
+
+
+def check_team(s: Settings, teams: dict[str, dict[str, Any]], requests: dict[str, dict[str, float]],
+               platform: str) -> None:
+    """Refuse, before anything is created, a queued RayJob no queue would ever dequeue: its namespace in no quota
+    leaf of the platform (koord-queue: a job in no ElasticQuota leaf belongs to no queue), or a request (submitter
+    included) above its team's max. `requests`: RayJob name -> job_request."""
+    ns = ray_namespace(s)
+    field = "job.namespace" if ns == s.job.namespace else "job.ray_namespace"
+    if ns not in teams:
+        listed = ", ".join(sorted(teams)) or "none"
+        raise QueueError(
+            f"{field}: the RayJob namespace {ns} is in none of the platform {platform}'s queue.teams (listed: "
+            f"{listed}), so the queue would never dequeue it: add `{ns}: {{gpus: N}}` under queue.teams (or to a "
+            f"team's namespaces) in the platform's stack file and `pulumi up` it first")
+    limit = teams[ns]
+    for name, request in sorted(requests.items()):
+        for key, need in request.items():
+            have = float(limit.get(key, 0))
+            if need > have:
+                unit = {"memory": lambda v: f"{v / 2**30:.2f}Gi", "cpu": lambda v: f"{v:g} CPU"}.get(
+                    key, lambda v: f"{v:g}")
+                raise QueueError(
+                    f"queue.teams: RayJob {name} needs {unit(need)} of {key} (its Ray pods plus KubeRay's submitter) "
+                    f"but team {limit.get('team', ns)} of {platform} may use at most {unit(have)}, so the queue would "
+                    f"never admit it: raise the team's gpus on the platform, or shrink the job")
 
 
 def check_gang(manifest: dict) -> None:
@@ -146,11 +209,16 @@ def queue_summary(s: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {"enabled": s.queue.enabled}
     if s.queue.enabled and s.kind == "platform":
         out["quota_tree"] = f"{EQT_NAMESPACE}/{EQT_NAME}"
-        out["teams"] = {ns: {"gpus": t.gpus, "min_gpus": t.min_gpus} for ns, t in sorted(s.queue.teams.items())}
+        out["teams"] = {ns: {"gpus": t.gpus, "min_gpus": t.min_gpus, "namespaces": t.all_namespaces(ns)}
+                        for ns, t in sorted(s.queue.teams.items())}
+        out["min_gpus"] = ("ordering, not a guarantee: nothing is preempted (preemptionPolicy Never), so GPUs another "
+                           "team borrowed return only when its running job ends")
         out["pool_gpus"] = s.gpu_pool.nodes * s.gpu_pool.gpus_per_node
     if s.queue.enabled and s.kind == "experiment":
         out["priority_class"] = priority_class_name(s.queue.priority)
         out["namespace"] = ray_namespace(s)  # the RayJob's: its quota leaf
+        out["admission_check"] = (f"`up` fails, naming the RayJob, when no queue has taken it within "
+                                  f"{s.queue.admission_timeout_seconds} s (queue.admission_timeout_seconds)")
     return out
 
 

@@ -238,10 +238,13 @@ class PlatformRefs:
     # id; "experiment" and "" when each experiment creates its own. An experiment refuses a platform that disagrees.
     gpu_pool_owner: pulumi.Input[str]
     gpu_pool_id: pulumi.Input[str]
+    # The queue's quota leaves: RayJob namespace -> its team and the most one job may take (components/queue.py
+    # team_limits); {} when the platform runs no queue. A queued experiment refuses a namespace that is in none.
+    queue_teams: pulumi.Input[dict]
 
     KEYS = ("region", "cluster_id", "kubeconfig", "node_vswitch_ids", "bucket_name", "oss_endpoint", "csi_role_name",
             "oidc_provider_arn", "oidc_issuer_url", "training_image", "namespace", "mcp_url", "tracking_uri",
-            "gpu_pool_owner", "gpu_pool_id")
+            "gpu_pool_owner", "gpu_pool_id", "queue_teams")
     SECRET_KEYS = ("kubeconfig",)
 
     def to_exports(self) -> dict[str, pulumi.Input]:

@@ -14,6 +14,9 @@ Reads its whole configuration from the environment (the Job's manifest writes it
     GATE_TIMEOUT_SECONDS   how long to wait for them
     GATE_POLL_SECONDS      how often to look (default 15)
     GATE_HINTS             JSON list of what to check when they do not come, appended to the message
+    GATE_COLLECTOR         optional `<namespace>/<daemonset>` of the platform's log collector (logs.enabled): once
+                           the nodes are there, the gate fails unless that DaemonSet tolerates every taint they carry
+                           (else no collector pod runs beside the Ray pods and their logs are never collected)
 
 Lists nodes with the pod's service-account token (a ClusterRole that may only get and list nodes); standard library
 only, so the Job starts without installing anything.
@@ -110,6 +113,34 @@ class Api:
         with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
             return json.load(response)
 
+    def daemonset(self, namespace: str, name: str) -> dict:
+        url = f"{self.base}/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+            return json.load(response)
+
+
+def tolerates(toleration: dict, taint: dict) -> bool:
+    """Kubernetes' rule (core/v1 Toleration.ToleratesTaint): an empty key with Exists matches every key; Exists
+    matches any value, Equal (the default) only the same; an empty effect matches every effect."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def collector_gaps(node_list: dict, tolerations: list[dict]) -> list[str]:
+    """`node: key=value:Effect` for each taint that keeps a pod with `tolerations` off a node (NoSchedule,
+    NoExecute; PreferNoSchedule only steers)."""
+    out = []
+    for node in node_list.get("items") or []:
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(t, taint) for t in tolerations):
+                out.append(f"{(node.get('metadata') or {}).get('name', '?')}: {taint.get('key')}"
+                           f"{'=' + taint['value'] if taint.get('value') else ''}:{taint.get('effect')}")
+    return out
+
 
 def wait(list_nodes: Callable[[], dict], expected: int, needed: dict[str, str], timeout: float, poll: float,
          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
@@ -137,11 +168,26 @@ def main() -> int:
     api = Api()
     verdict, waited = wait(lambda: api.nodes(selector), expected, needed, float(env["GATE_TIMEOUT_SECONDS"]),
                            float(env.get("GATE_POLL_SECONDS", "15")))
+    text = message(pool, selector, expected, needed, verdict, waited, hints)
     if verdict.ok:
         print(f"node gate: GPU pool {pool}: {verdict.usable} of {expected} node(s) Ready with the resources the job "
               "needs", flush=True)
-        return 0
-    text = message(pool, selector, expected, needed, verdict, waited, hints)
+        collector = env.get("GATE_COLLECTOR")
+        if not collector:
+            return 0
+        namespace, name = collector.split("/", 1)
+        try:
+            tolerations = api.daemonset(namespace, name)["spec"]["template"]["spec"].get("tolerations") or []
+            gaps = collector_gaps(api.nodes(selector), tolerations)
+        except Exception as err:  # noqa: BLE001 (no such DaemonSet, or no access: say so rather than guess)
+            gaps = [f"cannot read DaemonSet {collector} ({type(err).__name__}: {err})"]
+        if not gaps:
+            print(f"node gate: the log collector {collector} tolerates every taint of the GPU nodes", flush=True)
+            return 0
+        text = (f"logs.enabled, but the log collector DaemonSet {collector} would not run beside the Ray pods: "
+                f"{'; '.join(gaps)}. Their logs would never be collected: add those tolerations to the DaemonSet "
+                "(`kubectl -n " + namespace + " edit ds " + name + "`), set logs.collector_daemonset to the "
+                "collector this cluster runs, or set logs.enabled false")
     print(text, file=sys.stderr, flush=True)
     try:  # what pulumi-kubernetes shows for the failed pod (its termination message)
         with open(TERMINATION_LOG, "w", encoding="utf-8") as f:

@@ -212,8 +212,8 @@ def test_every_input_that_names_a_platform_thing_derives_from_the_reference(refe
         assert attrs.get("roleName") in (None, "csi-role-from-reference"), pv.urn
         from_ref(pv, "spec")
     for job in rec.by_type("kubernetes:batch/v1:Job"):
-        if job.name == "train-gate":
-            continue  # the node gate reads no bucket, only the cluster's nodes
+        if job.name in ("train-gate", "train-admission"):
+            continue  # the node gate and the queue admission check read no bucket, only the cluster
         env = {e["name"]: e.get("value") for c in job.inputs["spec"]["template"]["spec"]["containers"]
                for e in c.get("env", [])}
         assert env["OSS_BUCKET"] == "bucket-from-reference", job.urn
@@ -287,8 +287,10 @@ def test_an_experiment_that_owns_an_ecs_pool_waits_for_the_join_and_the_pull_on_
     settings = parse_settings(raw)
     config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml")
     outputs = _distinct_platform_outputs()
-    outputs = StackOutputs({**outputs.outputs, "gpu_pool_owner": "experiment", "gpu_pool_id": ""},
-                           outputs.secret_output_names)
+    # A platform whose team quota fits this pool's nodes (the shipped one describes its 104-CPU Lingjun node).
+    team = {"team": settings.job.namespace, "nvidia.com/gpu": 8.0, "cpu": 192.0, "memory": 1536.0 * 2**30}
+    outputs = StackOutputs({**outputs.outputs, "gpu_pool_owner": "experiment", "gpu_pool_id": "",
+                            "queue_teams": {settings.job.namespace: team}}, outputs.secret_output_names)
     rec = run_program(REPO / "__main__.py", {**config, SETTINGS_KEY: json.dumps(raw)}, secret_keys, project=PROJECT,
                       stack=EXPERIMENT, stack_references={settings.platform_stack: outputs})
     assert [r.name for r in rec.by_type(NODE_POOL)] == ["pools-gpu"]
@@ -341,7 +343,10 @@ def test_both_halves_pass_the_mandatory_policies(stack):
 
 def test_an_rdma_experiment_creates_its_own_privileged_ray_namespace_beside_its_restricted_job_namespace():
     # A multi-node Lingjun experiment: its Ray pods need `privileged`, nothing else of it does.
-    rec = record(EXPERIMENT, {"gpu_pool": {"nodes": 2}, "job": {"host_network_cidrs": ["10.0.0.0/16"]}})
+    # Not queued: the shipped platform's teams hold verl-dev-grpo, not the RDMA job's -ray namespace (which an
+    # experiment on it is refused for: test_sharing.py).
+    rec = record(EXPERIMENT, {"gpu_pool": {"nodes": 2}, "job": {"host_network_cidrs": ["10.0.0.0/16"]},
+                              "queue": {"enabled": False}})
     enforce = {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
                for r in rec.by_type("kubernetes:core/v1:Namespace")}
     job_ns = parse_settings(stack_settings(EXPERIMENT)).job.namespace

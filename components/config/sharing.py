@@ -31,8 +31,15 @@ PRIORITIES = ("low", "normal", "high")
 class TeamQuota(Strict):
     gpus: int = Field(ge=0, le=1 << 20, description="Most GPUs the team's namespace may use at once (the quota's max); "
                       "a RayJob needing more than this never leaves the queue.")
-    min_gpus: int = Field(0, ge=0, le=1 << 20, description="GPUs guaranteed to the team (the quota's min); idle "
-                          "guaranteed GPUs may be lent to other teams and are reclaimed when the team needs them.")
+    min_gpus: int = Field(0, ge=0, le=1 << 20, description="The team's share of the pool in the quota tree (the "
+                          "quota's min). Ordering, not a guarantee: nothing is ever preempted (the PriorityClasses are "
+                          "preemptionPolicy Never, and verl cannot lose a node mid-run), so GPUs another team borrowed "
+                          "come back only when its running job ends; a job of this team waits in the queue until "
+                          "then.")
+    namespaces: list[Dns1123Label] = Field(
+        default_factory=list, max_length=64, description="Further experiment namespaces that share this team's quota "
+        "(the quota leaf lists the key and these). Each experiment has a namespace of its own (docs/stacks.md \"A "
+        "second experiment\"); a team with several experiments lists them here.")
 
     @model_validator(mode="after")
     def _min_max(self) -> TeamQuota:
@@ -40,6 +47,9 @@ class TeamQuota(Strict):
             raise ValueError(f"min_gpus {self.min_gpus} exceeds gpus {self.gpus}: ElasticQuotaTree needs min <= max "
                              "on every node; lower min_gpus or raise gpus")
         return self
+
+    def all_namespaces(self, key: str) -> list[str]:
+        return [key, *(n for n in self.namespaces if n != key)]
 
 
 class QueueSettings(Strict):
@@ -50,8 +60,18 @@ class QueueSettings(Strict):
         "order. Both stacks of a pair say the same.")
     teams: dict[Dns1123Label, TeamQuota] = Field(
         default_factory=dict, description="Platform: the quota per team, keyed by the namespace its experiments use "
-        "(job.namespace). Each becomes a leaf of the ElasticQuotaTree; an experiment in a namespace not listed here "
-        "is not queued against a quota.")
+        "(job.namespace; the RayJob's `<job.namespace>-ray` with RDMA), plus its `namespaces`. Each becomes a leaf of "
+        "the ElasticQuotaTree. An experiment whose RayJob namespace is in no team is refused at preview: no queue "
+        "would ever dequeue it.")
+    admission_timeout_seconds: int = Field(
+        600, ge=60, le=86400, description="Experiment: how long `pulumi up` waits for the queue to take each RayJob "
+        "(a QueueUnit for it, or the job resumed) before it fails naming the job. The queue's controller takes a "
+        "created job within seconds when it runs; the bound covers a queue restarting. Waiting for quota is not "
+        "counted: a job the queue holds passes at once.")
+    queue_unit_api: str = Field(
+        "scheduling.x-k8s.io/v1alpha1", pattern=r"^[a-z0-9.-]+/v[0-9a-z]+$", description="Experiment: the apiVersion "
+        "of the queue's QueueUnit (koord-queue and kube-queue: scheduling.x-k8s.io/v1alpha1), which the admission "
+        "check lists (docs/uncertain-facts.md).")
     priority: Literal["low", "normal", "high"] = Field(
         "normal", description="Experiment: the queue priority of its RayJobs (a PriorityClass the platform creates). "
         "Higher goes first; equal priorities go in submission order.")
@@ -68,7 +88,18 @@ class QueueSettings(Strict):
         if values != sorted(set(values)) or not all(0 <= v <= 1_000_000_000 for v in values):
             raise ValueError("queue.priority_values must rise strictly from low to high, each 0..1000000000 (the "
                              "range Kubernetes allows user PriorityClasses)")
+        owner: dict[str, str] = {}
+        for key, team in self.teams.items():
+            for ns in team.all_namespaces(key):
+                if ns in owner:
+                    raise ValueError(f"queue.teams: namespace {ns} is in teams {owner[ns]} and {key}; a namespace "
+                                     "belongs to one quota leaf (ElasticQuotaTree): list it under one team")
+                owner[ns] = key
         return self
+
+    def team_of(self, namespace: str) -> str | None:
+        """The team (its key) whose quota leaf holds `namespace`, or None."""
+        return next((k for k, t in self.teams.items() if namespace in t.all_namespaces(k)), None)
 
 
 class LogSettings(Strict):
@@ -80,6 +111,11 @@ class LogSettings(Strict):
         30, ge=1, le=3650, description="Days the logstore keeps log entries (AliyunLogConfig lifeCycle).")
     logstore: Dns1123Label = Field("verl-ray", description="Logstore the Ray logs go to (created by the log "
                                    "controller when missing).")
+    collector_daemonset: str = Field(
+        "kube-system/logtail-ds", pattern=r"^[a-z0-9-]+/[a-z0-9-]+$", description="Experiment: the `<namespace>/<name>` "
+        "of the logtail-ds add-on's DaemonSet. The node gate reads its tolerations and fails `up` unless it tolerates "
+        "every taint of the GPU nodes (the program's verl-ack/gpu, Lingjun's), since a collector that does not run "
+        "beside the Ray pods collects nothing (docs/uncertain-facts.md).")
     project: Dns1123Label | None = Field(
         None, description="Log Service project of the logstore. Empty = the project the logtail-ds add-on uses, "
         "k8s-log-<cluster id>. Project names are unique across Alibaba Cloud.")

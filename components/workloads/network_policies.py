@@ -13,7 +13,9 @@ admits only the pods that must reach it:
 | MLflow | Ray pods in any namespace (an experiment's job runs beside the platform's; RDMA Ray pods in their own) | 5000 |
 | | on the host network (multi-node Lingjun): the GPU nodes' CIDRs (`ray_peers`) | 5000 |
 
-Ray pods carry their template label `app.kubernetes.io/name: verl-trainer`; the submitter pod KubeRay's
+Ray pods carry their template labels `app.kubernetes.io/name: verl-trainer` and `verl-ack/rayjob: <job>` (one
+RayJob's pods: a sweep's variants share a namespace, and each variant's GCS, dashboard and job API admit only its own
+pods); the submitter pod KubeRay's
 `ray.io/originated-from-cr-name: <job>` and `ray.io/originated-from-crd: RayJob`.
 
 SidecarMode submits from inside the head pod (127.0.0.1), so it needs no rule. `kubectl port-forward` reaches a
@@ -43,6 +45,12 @@ ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
 ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 # The Ray pods' own template label (components/workloads/training/rayjob.py gpu_pod_template).
 RAY_POD_LABELS = {"app.kubernetes.io/name": "verl-trainer"}
+# ...and the one RayJob's: `<job>-ray-ingress` selects and admits only the pods of its own job.
+RAYJOB_LABEL = "verl-ack/rayjob"
+
+
+def ray_job_pod_labels(job_name: str) -> dict[str, str]:
+    return {**RAY_POD_LABELS, RAYJOB_LABEL: job_name}
 # The upstream operator chart labels its pods with the chart name; the Helm release runs in this namespace
 # (components/cloud/addons.py KUBERAY_NAMESPACE, repeated here so workloads do not import the cloud layer).
 KUBERAY_OPERATOR_LABELS = {"app.kubernetes.io/name": "kuberay-operator"}
@@ -70,13 +78,13 @@ def ray_host_network_cidrs(s: Settings) -> list[str]:
     return list(s.job.host_network_cidrs) if ray_pods_use_rdma(s) else []
 
 
-def ray_peers(s: Settings, namespace_selector: dict | None = None) -> list[dict]:
+def ray_peers(s: Settings, namespace_selector: dict | None = None, labels: dict[str, str] | None = None) -> list[dict]:
     """NetworkPolicy `from` peers that match the job's Ray pods wherever they run: their label (in the namespaces
     `namespace_selector` selects; None = the policy's own), plus their nodes' CIDRs on the host network. Every
     policy the program renders that admits Ray pods uses it: `<job>-ray-ingress` and `mlflow-ingress`. The
     sandbox manager's MCP port has no policy of the program's (docs/sandbox.md), so nothing rendered drops the Ray
     pods' MCP calls; a policy added there must take its `from` from here."""
-    pod: dict = {"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}}
+    pod: dict = {"podSelector": {"matchLabels": dict(labels or RAY_POD_LABELS)}}
     if namespace_selector is not None:
         pod = {"namespaceSelector": namespace_selector, **pod}
     return [pod, *({"ipBlock": {"cidr": c}} for c in ray_host_network_cidrs(s))]
@@ -88,7 +96,7 @@ def ray_network_policy_manifest(s: Settings) -> dict:
     ingress: list[dict] = [
         # Head and workers talk on every port Ray and NCCL open (GCS, raylet, object manager, worker ports). On the
         # host network no pod is selected by this policy at all, so the node CIDRs only keep the peers uniform.
-        {"from": ray_peers(s)},
+        {"from": ray_peers(s, labels=ray_job_pod_labels(j.name))},
         {"from": [kuberay_operator_peer(s)], "ports": dashboard},
     ]
     if j.submission_mode == "K8sJobMode":
@@ -100,7 +108,7 @@ def ray_network_policy_manifest(s: Settings) -> dict:
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": f"{j.name}-ray-ingress", "namespace": ray_namespace(s), "labels": dict(PART_OF)},
-        "spec": {"podSelector": {"matchLabels": dict(RAY_POD_LABELS)}, "policyTypes": ["Ingress"],
+        "spec": {"podSelector": {"matchLabels": ray_job_pod_labels(j.name)}, "policyTypes": ["Ingress"],
                  "ingress": ingress},
     }
 

@@ -24,6 +24,7 @@ from components.sweep import variants
 from offline.report.cost_view import platform_markdown, run_markdown
 from offline.report.latency import CriticalPath, Timeline, own_start_minutes, plan_critical_path
 from offline.report.latency.targets import gpu_price  # one price lookup for the plan's targets and its cost
+from offline.report.queue_timeline import modelled_queue
 from offline.report.section import Section
 
 RUN_ASSUMPTIONS = 5  # estimate_cost's first assumptions: the note, steps, setup, TTL, run length
@@ -163,13 +164,15 @@ def _prices_source(s: Settings) -> str:
     return "built-in rough USD list-price approximations (no date; not a quote)"
 
 
-def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
+def estimate_cost(s: Settings, timeline: Timeline, queue_done_minutes: Optional[float] = None) -> CostEstimate:
+    """`queue_done_minutes`: a sweep's, when its last queued variant is done (offline/report/queue_timeline.py); the
+    stack is up, and its hourly lines bill, until then rather than for one run."""
     c, prices = s.cost, s.cost.prices
     steps = training_steps(s)
     vals = validation_passes(s, steps)
     training_min = (steps * c.seconds_per_step + vals * c.seconds_per_validation) / 60
     ttl_min = s.job.ttl_seconds_after_finished / 60
-    run_min = timeline.setup_minutes + training_min + ttl_min
+    run_min = timeline.setup_minutes + training_min + ttl_min if queue_done_minutes is None else queue_done_minutes
     H = run_min / 60
     g = s.gpu_pool
     lines: list[Line] = []
@@ -188,7 +191,10 @@ def estimate_cost(s: Settings, timeline: Timeline) -> CostEstimate:
         f"{c.seconds_per_validation:g} s = {training_min:.1f} min",
         f"setup to the first step {timeline.setup_minutes:.1f} min ({timeline.source})",
         f"the finished Ray cluster stays {ttl_min:.1f} min (job.ttl_seconds_after_finished)",
-        f"the stack is up {run_min:.1f} min for the run; every hourly line bills for that time unless noted",
+        (f"the stack is up {run_min:.1f} min for the run; every hourly line bills for that time unless noted"
+         if queue_done_minutes is None else
+         f"the stack is up {run_min:.1f} min, until the last of its queued sweep variants is done (the shared "
+         "platform section's queue); every hourly line bills for that time unless noted"),
     ]
     # Each stack of a pair bills what it owns (docs/stacks.md), so a pair's costs add up without counting anything
     # twice: the GPU nodes go to the stack that owns the GPU pool (gpu_pool.owner), the data to the experiment.
@@ -383,6 +389,10 @@ def budget_status(s: Settings, data: dict[str, Any]) -> dict[str, Any]:
 def cost_section(s: Settings, recording) -> Section:
     cp = plan_critical_path(recording, s)
     est = estimate_cost(s, cp.timeline())
+    if s.kind != "platform" and s.training.sweep is not None:  # up until the queue's last variant is done
+        runs, _, _ = modelled_queue(s, cp.pods_start_minutes, getattr(recording, "platform", None),
+                                    lambda vs: run_hold_minutes(vs, cp, estimate_cost(vs, cp.timeline())))
+        est = estimate_cost(s, cp.timeline(), max(r.end_minutes for r in runs))
     if s.kind == "platform":
         data = platform_running_cost(s, est)
         data["budget"] = budget_status(s, data)

@@ -99,14 +99,45 @@ def mermaid_pie(cost: dict[str, Any]) -> Optional[str]:
     return "\n".join([f"pie title {_label(title)}"] + [f'  "{_label(item)}" : {c:.2f}' for _, item, c in items])
 
 
-def plan_svg(stack: str, latency: dict[str, Any], cost: dict[str, Any]) -> str:
-    """plan.svg: the critical path as a Gantt chart (GPU idle shaded, first step marked) over the cost breakdown."""
+def _sweep_queue(queue: dict[str, Any], y: float, left: float, plot: float) -> tuple[list[str], float, float]:
+    """A sweep's modelled queue (plan.json sections.sharing.sweep.queue): one bar per variant from its admission to
+    its end, a thin bar for its wait before it, on a scale of its own (`data-queue-minute-px` of the group)."""
+    runs = queue["variants"]
+    end = max([r["end_minutes"] for r in runs] + [1.0])
+    px = plot / end
+    head = (f"Sweep queue: {len(runs)} variants, {queue['at_once']} at a time on {queue['capacity_gpus']} GPUs; "
+            f"the last is done at {queue['last_done_minutes']:.1f} min (modelled)")
+    out = [f'<g class="sweep-queue" data-queue-minute-px="{px!r}" data-last-done="{queue["last_done_minutes"]}">',
+           f'<text x="10" y="{y + 12:.1f}" font-size="12" font-weight="bold">{escape(head)}</text>']
+    y += 22
+    for r in runs:
+        wait_x, x = left + (r["start_minutes"] - r["wait_minutes"]) * px, left + r["start_minutes"] * px
+        name = f"variant {r['key']}"
+        out.append(f'<text x="10" y="{y + 15:.1f}" font-size="12">{escape(name)}</text>')
+        out.append(f'<rect class="queue-wait" x="{wait_x:.2f}" y="{y + 9}" width="{r["wait_minutes"] * px:.2f}" '
+                   f'height="4" fill="#9c9c9c" data-key="{r["key"]}" data-minutes="{r["wait_minutes"]}"/>')
+        width = (r["end_minutes"] - r["start_minutes"]) * px
+        out.append(f'<rect class="queue-run" x="{x:.2f}" y="{y + 3}" width="{width:.2f}" height="{ROW - 6}" '
+                   f'fill="#59a14f" data-key="{r["key"]}" data-start="{r["start_minutes"]}" '
+                   f'data-end="{r["end_minutes"]}"/>')
+        caption = f'{r["end_minutes"]:.1f} min'
+        out.append(f'<text x="{inside(left + r["end_minutes"] * px + 4, caption):.1f}" y="{y + 15:.1f}" '
+                   f'font-size="12">{caption}</text>')
+        y += ROW
+    out.append("</g>")
+    return out, y + 10, px
+
+
+def plan_svg(stack: str, latency: dict[str, Any], cost: dict[str, Any], queue: Optional[dict[str, Any]] = None) -> str:
+    """plan.svg: the critical path as a Gantt chart (GPU idle shaded, first step marked) over the cost breakdown; a
+    sweep's queue of variants between them."""
     out: list[str] = []
     y = 30
     path = latency.get("path") or []
     end = max([st["finish"] for st in path] + [latency.get("graph_minutes") or 0.0, 1.0])
     title, items = cost_items(cost)
-    left = label_column([st["name"] for st in path] + [item for _, item, _ in items])
+    variants = [f"variant {r['key']}" for r in (queue or {}).get("variants", [])]
+    left = label_column([st["name"] for st in path] + [item for _, item, _ in items] + variants)
     plot = WIDTH - left - VALUE_COLUMN
     fits = int((left - 24) / CHAR_PX)  # characters of a row label that end before the bars
     minute_px = plot / end
@@ -160,6 +191,9 @@ def plan_svg(stack: str, latency: dict[str, Any], cost: dict[str, Any]) -> str:
         text(10, y + 12, f"pulumi up returns after {latency['graph_minutes']:.1f} min (modelled); this stack runs no "
                          "training of its own")
         y += 30
+    if queue:
+        lines, y, _ = _sweep_queue(queue, y, left, plot)
+        out += lines
     if "hourly_lines" in cost:
         t, cur = cost["total"], cost["currency"]
         text(10, y + 12, f"While it lives: {t['per_day']:,.2f} {cur} per day, {t['per_month']:,.2f} {cur} per month; "

@@ -9,6 +9,7 @@ from components.logs import log_location
 from components.queue import queue_summary
 from components.sweep import variants
 from offline.report.cost import estimate_cost, gpu_price, plan_critical_path, run_hold_minutes
+from offline.report.queue_timeline import QueuedRun, modelled_queue
 from offline.report.section import Section, table
 
 
@@ -17,6 +18,13 @@ def _run_node_hours(s: Settings, cp) -> float:
     Ray pods' start (Ray start, submission, verl init) through its steps, validations and the finished cluster's
     TTL. Queue wait is not counted: a suspended RayJob holds no node."""
     return s.gpu_pool.nodes * run_hold_minutes(s, cp, estimate_cost(s, cp.timeline())) / 60
+
+
+def sweep_queue(s: Settings, recording) -> tuple[list[QueuedRun], int, str]:
+    """The sweep's modelled queue, each variant holding the pool as the cost section counts a run."""
+    cp = plan_critical_path(recording, s)
+    return modelled_queue(s, cp.pods_start_minutes, getattr(recording, "platform", None),
+                          lambda vs: run_hold_minutes(vs, cp, estimate_cost(vs, cp.timeline())))
 
 
 def sharing_section(s: Settings, recording) -> Section:
@@ -54,7 +62,23 @@ def sharing_section(s: Settings, recording) -> Section:
                          round(total, 2), "price_key": price_key, "billed_to": billed}
         md += ["", f"Sweep: {len(out)} variants, each its own queued RayJob; GPU time billed to {billed} at "
                f"`{price_key}` (ESTIMATE: from the Ray pods' start through steps x cost.seconds_per_step, validations "
-               "and the finished cluster's TTL, as the cost section counts a run; no queue wait).", "", "\n".join(lines)]
+               "and the finished cluster's TTL, as the cost section counts a run; queue wait holds no GPU).", "",
+               "\n".join(lines)]
+        timeline, capacity, why = sweep_queue(s, recording)
+        last = max(r.end_minutes for r in timeline)
+        at_once = max(sum(1 for o in timeline if o.start_minutes <= r.start_minutes < o.end_minutes) for r in timeline)
+        q = ["| variant | GPUs | queued (min) | starts (min) | waits (min) | done (min) |", "|---|---|---|---|---|---|"]
+        q += [f"| {r.key} | {r.gpus} | {r.queued_at:.1f} | {r.start_minutes:.1f} | {r.wait_minutes:.1f} | "
+              f"{r.end_minutes:.1f} |" for r in timeline]
+        data["sweep"]["queue"] = {
+            "capacity_gpus": capacity, "capacity_from": why, "at_once": at_once, "last_done_minutes": round(last, 2),
+            "variants": [{"key": r.key, "gpus": r.gpus, "start_minutes": round(r.start_minutes, 2),
+                          "end_minutes": round(r.end_minutes, 2), "wait_minutes": round(r.wait_minutes, 2)}
+                         for r in timeline]}
+        md += ["", f"Queue (ESTIMATE, offline/report/queue_timeline.py): {capacity} GPUs at once ({why}), so "
+               f"{at_once} variant(s) run at a time, in submission order; the last is done {last:.1f} min after "
+               "`pulumi up` starts, and the stack stays up until then. Minutes from the start of `pulumi up`; other "
+               "teams' jobs on the pool are not modelled.", "", "\n".join(q)]
     if s.logs.enabled:
         where = log_location(s)
         data["logs"] = where

@@ -56,6 +56,10 @@ def test_the_log_lines_error_kind_tells_an_outage_from_a_schema_mismatch(build_t
     assert module.failure_kind(error) == kind
 
 
+JOB = "verl-grpo-abcde"  # this job's Ray cluster (VERL_ACK_RAY_CLUSTER)
+TOOLS = {"verl_ack.role": "agent-tools", "verl_ack.job": JOB}
+
+
 class Runs:
     """An MLflow tracking server's runs as MlflowClient shows them (search_runs, set_terminated)."""
 
@@ -63,10 +67,12 @@ class Runs:
         self.runs = {
             "trainer": ("FINISHED", "qwen2.5-3b-grpo-tool-agent-n16", {}),
             "old-trainer": ("FAILED", "qwen2.5-3b-grpo-tool-agent-n16", {}),
-            "tools-1": ("RUNNING", "x-tools-a-1", {"verl_ack.role": "agent-tools", "mlflow.parentRunId": "trainer"}),
-            "tools-2": ("RUNNING", "x-tools-b-2", {"verl_ack.role": "agent-tools", "mlflow.parentRunId": "trainer"}),
-            "tools-done": ("FINISHED", "x-tools-c-3", {"verl_ack.role": "agent-tools", "mlflow.parentRunId": "trainer"}),
-            "other-job": ("RUNNING", "x-tools-d-4", {"verl_ack.role": "agent-tools", "mlflow.parentRunId": "zzz"}),
+            "tools-1": ("RUNNING", "x-tools-a-1", {**TOOLS, "mlflow.parentRunId": "trainer"}),
+            "tools-2": ("RUNNING", "x-tools-b-2", {**TOOLS, "mlflow.parentRunId": "trainer"}),
+            "tools-done": ("FINISHED", "x-tools-c-3", {**TOOLS, "mlflow.parentRunId": "trainer"}),
+            # another job with the same MLflow names (even nested under the same-named trainer): never this one's
+            "other-job": ("RUNNING", "x-tools-d-4", {**TOOLS, "verl_ack.job": "verl-grpo-zzzzz",
+                                                     "mlflow.parentRunId": "trainer"}),
             "not-tools": ("RUNNING", "someone-else", {"mlflow.parentRunId": "trainer"}),
         }
         self.order = ["trainer", "old-trainer"]  # start_time DESC
@@ -106,6 +112,7 @@ def test_the_job_end_marks_the_killed_workers_runs_killed_and_nothing_else(build
     monkeypatch.setitem(__import__("sys").modules, "mlflow", mlflow)
     monkeypatch.setitem(__import__("sys").modules, "mlflow.tracking", types.SimpleNamespace(MlflowClient=fake.client))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.verl.svc.cluster.local:5000")
+    monkeypatch.setenv(module.JOB_ENV, JOB)
     s = settings_for("dev")
     config = write_config_map(tmp_path, s)
     metrics = next(t["config"]["metrics"] for t in yaml.safe_load(config.read_text())["tools"])
@@ -121,5 +128,6 @@ def test_closing_runs_never_fails_the_job(build_tools, monkeypatch, tmp_path, ca
     module, _ = build_tools()
     monkeypatch.setitem(__import__("sys").modules, "mlflow", None)  # importing it fails
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.verl.svc.cluster.local:5000")
+    monkeypatch.setenv(module.JOB_ENV, JOB)
     assert module._close_runs_main(str(write_config_map(tmp_path))) == 0
     assert "could not close the tool runs" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from components.queue import (
 )
 from components.sweep import variants
 from components.wiring import gpu_scheduling
-from components.workloads.training.rayjob import pod_wiring, rayjob_manifest
+from components.workloads.training.rayjob import pod_groups, pod_wiring, rayjob_manifest
 from tests.conftest import record, stack_settings
 
 
@@ -171,3 +171,189 @@ def test_a_sweeps_plan_states_one_gpu_time_its_variants_sum_to_the_cost_sections
     assert sweep["cost"] == pytest.approx(use["cost"], abs=0.01)
     per_run = use["gpu_hours"] / use["runs"]
     assert all(v["gpu_hours"] == pytest.approx(per_run, abs=0.01) for v in sweep["variants"])
+
+
+# --------------------------------------------------------------------------- the platform's teams are the quota
+def _experiment_on(platform_teams: dict | None, overrides: dict | None = None, stack: str = "dev-grpo",
+                   as_stack: str | None = None):
+    """The experiment of stack file `stack` (run as stack `as_stack`) under the mock engine, reading the shipped
+    platform's outputs with `queue_teams` replaced."""
+    import json as _json
+
+    from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
+    from offline.engine import StackOutputs, run_program
+    from plan import stack_config
+    from tests.conftest import REPO
+
+    raw = stack_settings(stack, overrides)
+    s = parse_settings(raw)
+    real = record("dev-platform")
+    outputs = dict(real.outputs)
+    if platform_teams is not None:
+        outputs["queue_teams"] = platform_teams
+    config, secret_keys, _ = stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
+    return run_program(REPO / "__main__.py", {**config, SETTINGS_KEY: _json.dumps(raw)}, secret_keys,
+                       project=PROJECT, stack=as_stack or stack,
+                       stack_references={s.platform_stack: StackOutputs(outputs, list(real.secret_outputs))})
+
+
+def test_the_platform_exports_each_team_namespace_with_what_one_of_its_jobs_may_take():
+    teams = record("dev-platform").outputs["queue_teams"]
+    s = parse_settings(stack_settings("dev-platform"))
+    assert set(teams) == {ns for k, t in s.queue.teams.items() for ns in t.all_namespaces(k)}
+    for limit in teams.values():
+        assert limit["nvidia.com/gpu"] == s.queue.teams[limit["team"]].gpus
+        assert limit["cpu"] == s.gpu_pool.nodes * s.gpu_pool.cpus_per_node
+
+
+def test_an_experiment_whose_rayjob_namespace_is_in_no_team_is_refused_at_preview_naming_queue_teams():
+    # the multi-node default: an RDMA RayJob lives in <job.namespace>-ray, which the shipped platform does not list
+    with pytest.raises(Exception, match=r"verl-dev-grpo-ray is in none of the platform .*queue.teams"):
+        _experiment_on(None, {"gpu_pool": {"nodes": 2}, "job": {"host_network_cidrs": ["10.0.0.0/16"]}})
+    with pytest.raises(Exception, match=r"add `verl-dev-grpo: \{gpus: N\}` under queue.teams"):
+        _experiment_on({"team-b": {"team": "team-b", "nvidia.com/gpu": 8.0, "cpu": 104.0, "memory": 516 * 2**30}})
+    # listed under a team's further namespaces, it is queued against that team
+    rec = _experiment_on({"verl-dev-grpo": {"team": "team-b", "nvidia.com/gpu": 8.0, "cpu": 104.0,
+                                            "memory": 516.0 * 2**30}})
+    assert rec.outputs["queue_team"] == "team-b"
+
+
+def test_plan_refuses_a_non_team_namespace_naming_the_platform_file(tmp_path, capsys):
+    import json as _json
+
+    import plan
+    from components.config import SETTINGS_KEY
+
+    raw = stack_settings("dev-grpo", {"job": {"namespace": "verl-b-dev-grpo"}})
+    path = tmp_path / "Pulumi.dev-grpo.yaml"
+    path.write_text(_json.dumps({"config": {SETTINGS_KEY: raw}}))
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "verl-b-dev-grpo" in err and "queue.teams" in err and "Pulumi.dev-platform.yaml" in err
+
+
+def test_a_team_namespace_listed_twice_is_refused():
+    with pytest.raises(Exception, match="namespace verl-a is in teams"):
+        parse_settings(stack_settings("dev-platform", {"queue": {"teams": {
+            "verl-a": {"gpus": 8}, "verl-b": {"gpus": 8, "namespaces": ["verl-a"]}}}}))
+
+
+def test_min_gpus_says_it_orders_and_guarantees_nothing_because_nothing_is_preempted():
+    from components.config.sharing import TeamQuota
+    from components.queue import priority_class_manifests, queue_summary
+
+    text = TeamQuota.model_fields["min_gpus"].description
+    assert "reclaimed" not in text and "not a guarantee" in text
+    s = parse_settings(stack_settings("dev-platform"))
+    assert all(m["preemptionPolicy"] == "Never" for m in priority_class_manifests(s)), "the text depends on this"
+    assert "not a guarantee" in queue_summary(s)["min_gpus"]
+
+
+@pytest.mark.parametrize("mode", ["K8sJobMode", "SidecarMode", "HTTPMode"])
+def test_a_jobs_quota_request_counts_kuberays_submitter(mode):
+    s = parse_settings(stack_settings("dev-grpo", {"job": {"submission_mode": mode}}))
+    job = _queued(s, "verl-dev-grpo")
+    pods = {"cpu": 0.0, "memory": 0.0}
+    for pod in _pods(job):
+        for c in pod["spec"]["containers"]:
+            from components.queue import quantity
+            pods["cpu"] += quantity(c["resources"]["requests"]["cpu"])
+            pods["memory"] += quantity(c["resources"]["requests"]["memory"])
+    request = job_request(job)
+    extra = (0.5, 200 * 2**20) if mode != "HTTPMode" else (0.0, 0.0)  # KubeRay v1.7.0 GetDefaultSubmitterContainer
+    assert request["cpu"] == pytest.approx(pods["cpu"] + extra[0])
+    assert request["memory"] == pytest.approx(pods["memory"] + extra[1])
+
+
+def test_a_job_whose_pods_fill_the_team_quota_is_refused_because_the_submitter_would_not_fit():
+    s = parse_settings(stack_settings("dev-grpo"))
+    job = _queued(s, "verl-dev-grpo")
+    pods_cpu = job_request(job)["cpu"] - 0.5
+    exact = {"team": "verl-dev-grpo", "nvidia.com/gpu": 8.0, "cpu": pods_cpu, "memory": 1e15}
+    with pytest.raises(Exception, match=r"needs .* of cpu \(its Ray pods plus KubeRay's submitter\)"):
+        _experiment_on({"verl-dev-grpo": exact})
+    with pytest.raises(Exception, match=r"needs 8 of nvidia.com/gpu .* at most 4"):
+        _experiment_on({"verl-dev-grpo": {**exact, "cpu": 1e4, "nvidia.com/gpu": 4.0}})
+
+
+# --------------------------------------------------------------------------- the queue admission check
+def test_every_queued_rayjob_has_an_admission_check_after_it_that_may_touch_only_that_job():
+    for stack in ("dev-grpo", "dev-sweep"):
+        rec = record(stack)
+        jobs = {r.inputs["metadata"]["name"]: r for r in rec.by_type("kubernetes:ray.io/v1:RayJob")}
+        checks = [j for j in rec.by_type("kubernetes:batch/v1:Job") if j.name.endswith("-admission")]
+        assert len(checks) == len(jobs)
+        for check in checks:
+            env = {e["name"]: e["value"] for e in check.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+            job = jobs[env["ADMIT_RAYJOB"]]
+            assert job.urn in check.dependencies, f"{check.urn} must start after the RayJob it checks"
+            assert env["ADMIT_NAMESPACE"] == job.inputs["metadata"]["namespace"]
+            (role,) = [r for r in rec.by_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+                       if r.name == check.name + "-role"]
+            rules = role.inputs["rules"]
+            assert all(r.get("resourceNames") == [env["ADMIT_RAYJOB"]] for r in rules if r["apiGroups"] == ["ray.io"])
+            assert sorted(v for r in rules for v in r["verbs"]) == ["get", "list", "patch"]
+            # pulumi awaits the Job longer than the check's own bound: `up` fails with its message, not a timeout
+            bound = int(env["ADMIT_TIMEOUT_SECONDS"])
+            assert int(check.options["custom_timeouts"]["create"].rstrip("m")) * 60 > bound
+
+
+def test_single_stacks_and_unqueued_experiments_run_no_admission_check():
+    for rec in (record("dev"), record("dev-grpo", {"queue": {"enabled": False}})):
+        assert not [j for j in rec.by_type("kubernetes:batch/v1:Job") if j.name.endswith("-admission")]
+
+
+# --------------------------------------------------------------------------- logs that are really collected
+def _gpu_node(s: Settings) -> dict:
+    """A GPU node as the program's pool makes it: its taints, plus ACK's Lingjun taint on Lingjun nodes."""
+    from components.cloud.nodepools import gpu_pool_taints
+    from components.wiring import LINGJUN_TAINT_KEY
+
+    taints = [dict(t) for t in gpu_pool_taints(s)]
+    if s.gpu_pool.kind == "lingjun":
+        taints.append({"key": LINGJUN_TAINT_KEY, "effect": "NoSchedule"})
+    return {"metadata": {"name": "gpu-0"}, "spec": {"taints": taints}}
+
+
+@pytest.mark.parametrize("stack", ["dev-grpo", "dev"])
+def test_the_node_gate_fails_unless_the_log_collector_tolerates_every_gpu_node_taint(stack):
+    from pipeline.node_gate import collector_gaps
+
+    s = parse_settings(stack_settings(stack))
+    nodes = {"items": [_gpu_node(s)]}
+    gaps = collector_gaps(nodes, [])
+    assert any("verl-ack/gpu=true:NoSchedule" in g for g in gaps)
+    if s.gpu_pool.kind == "lingjun":
+        assert any("node-role.alibabacloud.com/lingjun" in g for g in gaps)
+    # ACK's documented logtail DaemonSet template tolerates everything (docs/facts.md); the Ray pods' own do too
+    assert collector_gaps(nodes, [{"operator": "Exists"}]) == []
+    assert collector_gaps(nodes, [dict(t) for t in gpu_scheduling(s).tolerations]) == []
+    assert collector_gaps(nodes, [{"key": "verl-ack/gpu", "operator": "Equal", "value": "false"}])
+
+
+def test_a_logging_experiments_gate_checks_the_collector_and_may_read_only_that_daemonset():
+    from components.workloads.training import gate
+
+    rec = record("dev-grpo")
+    job = rec.get("kubernetes:batch/v1:Job", "train-gate")
+    env = {e["name"]: e["value"] for e in job.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    s = parse_settings(stack_settings("dev-grpo"))
+    assert env["GATE_COLLECTOR"] == s.logs.collector_daemonset == "kube-system/logtail-ds"
+    rules = gate.cluster_role_manifest(s)["rules"]
+    assert {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": ["logtail-ds"]} \
+        in rules
+    quiet = parse_settings(stack_settings("dev-grpo", {"logs": {"enabled": False}}))
+    assert all(r["resources"] == ["nodes"] for r in gate.cluster_role_manifest(quiet)["rules"])
+
+
+def test_the_collection_reaches_the_log_files_of_the_ray_session_the_pods_write():
+    import posixpath
+
+    s = parse_settings(stack_settings("dev-platform"))
+    detail = aliyun_log_config_manifest(s)["spec"]["logtailConfig"]["inputDetail"]
+    job = record("dev-grpo").by_type("kubernetes:ray.io/v1:RayJob")[0]
+    for _, group in pod_groups(job.inputs["spec"]):
+        assert "temp-dir" not in group.get("rayStartParams", {}), "Ray's default temp dir, /tmp/ray"
+    written = "/tmp/ray/session_2026-12-01_21-00-00_000000_1/logs/worker-abc.out"  # Ray: <temp>/session_*/logs
+    rel = posixpath.relpath(posixpath.dirname(written), detail["logPath"])
+    assert not rel.startswith("..") and rel.count("/") + 1 <= detail["maxDepth"]

@@ -24,7 +24,7 @@ from components.wiring import (
 )
 from components.workloads.data import code_configmap_name, pipeline_code
 from components.workloads.network_policies import ray_network_policy_manifest
-from components.workloads.training import gate
+from components.workloads.training import admission, gate
 from components.workloads.training.rayjob import check_rayjob, render_rayjob, with_platform_values
 from components.workloads.training.run_spec import pod_wiring, run_spec
 from components.workloads.training.verl_config import MCP_FILE, config_files, mcp_servers_document
@@ -173,6 +173,25 @@ class TrainingJob(pulumi.ComponentResource):
                 # A RayJob runs once: KubeRay does not resubmit a job whose spec changes. Replace it instead, and
                 # delete first because the name is fixed.
                 replace_on_changes=["spec"], delete_before_replace=True))
+        # ---- the queue admission check: `up` fails, naming the job, when no queue takes it within the bound
+        self.admission_job: Optional[pulumi.Resource] = None
+        if args.gate_code is not None and admission.admission_needed(s):
+            sa = k8s.core.v1.ServiceAccount(
+                f"{name}-admission-sa", **resource_kwargs(admission.service_account_manifest(s, self.spec)),
+                opts=child(*args.identity.resources))
+            role = k8s.rbac.v1.Role(f"{name}-admission-role", **resource_kwargs(admission.role_manifest(s, self.spec)),
+                                    opts=child(*args.identity.resources))
+            binding = k8s.rbac.v1.RoleBinding(
+                f"{name}-admission-binding", **resource_kwargs(admission.role_binding_manifest(s, self.spec)),
+                opts=child(role, sa))
+            job = admission.admission_job_manifest(s, self.spec, code_configmap_name(pipeline_code()))
+            minutes = f"{job['spec']['activeDeadlineSeconds'] // 60 + 5}m"
+            self.admission_job = k8s.batch.v1.Job(
+                f"{name}-admission", **resource_kwargs(job),
+                # After the RayJob it checks; replaced with it (its name carries the run's digest).
+                # A check that failed (no queue took the job in time) runs again on the next `up`, like the gate.
+                opts=child(self.rayjob, sa, binding, args.gate_code, *args.cluster.ready,
+                           custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes), **RERUN_FAILED_JOB))
         self.rayjob_name: str = self.spec.name
         self.register_outputs({"entrypoint": self.entrypoint, "rayjob_name": self.rayjob_name})
 

@@ -84,7 +84,10 @@ def cluster_role_manifest(s: Settings) -> dict:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             # Cluster-scoped: the environment name keeps two stacks on one cluster apart.
             "metadata": {"name": gate_object_name(s), "labels": dict(LABELS)},
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]}
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                      # logs.enabled: the log collector's DaemonSet, whose tolerations it checks (that one name only)
+                      *([{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"],
+                          "resourceNames": [s.logs.collector_daemonset.split("/", 1)[1]]}] if s.logs.enabled else [])]}
 
 
 def cluster_role_binding_manifest(s: Settings, namespace: str) -> dict:
@@ -107,6 +110,7 @@ def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
            "GATE_RESOURCES": json.dumps(needed_resources(spec), sort_keys=True),
            "GATE_TIMEOUT_SECONDS": str(timeout), "GATE_POLL_SECONDS": str(POLL_SECONDS),
            "GATE_HINTS": json.dumps(hints(s, spec)),
+           **({"GATE_COLLECTOR": s.logs.collector_daemonset} if s.logs.enabled else {}),
            "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
     sched = system_scheduling(s)
     tiny = {"cpu": "100m", "memory": "128Mi"}

@@ -29,6 +29,7 @@ import yaml
 from components.config import DNS1035, RAYJOB_NAME_MAX, Settings
 from components.model.layout import Layout
 from components.wiring import Scheduling
+from components.workloads.network_policies import RAYJOB_LABEL
 from components.workloads.training.probes import ray_probes
 from components.workloads.training.run_spec import (
     PodWiring,
@@ -58,6 +59,8 @@ RDMA_RESOURCE = "rdma/hca"
 RDMA_CAPABILITIES = ("IPC_LOCK", "SYS_RESOURCE")
 WORKER_GROUP = "gpu"
 CONFIG_HASH_ANNOTATION = "verl-ack/config-sha256"
+RAY_CLUSTER_LABEL = "ray.io/cluster"  # KubeRay v1.7.0 utils/constant.go RayClusterLabelKey, on every Ray pod
+RAY_CLUSTER_ENV = "VERL_ACK_RAY_CLUSTER"  # agent_tools/verl_ack_tools.py JOB_ENV
 TRAINER_LABELS = {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"}
 # KubeRay release that introduced each submission mode (research notes §1; HTTPMode predates v1.1).
 SUBMISSION_MODE_SINCE = {"K8sJobMode": (0, 0, 0), "HTTPMode": (0, 0, 0), "InteractiveMode": (1, 3, 0),
@@ -125,7 +128,12 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
             "image": spec.image,
             "imagePullPolicy": "IfNotPresent",
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "env": [{"name": k, "value": v} for k, v in spec.env],
+            "env": [*({"name": k, "value": v} for k, v in spec.env),
+                    # The Ray cluster KubeRay made for this RayJob (`<rayjob>-<random>`, new per job and per resume):
+                    # the tools tag their MLflow runs with it and the entrypoint closes its own runs by it
+                    # (agent_tools/verl_ack_tools.py JOB_ENV; KubeRay v1.7.0 common/pod.go labelPod).
+                    {"name": RAY_CLUSTER_ENV, "valueFrom": {"fieldRef": {
+                        "fieldPath": f"metadata.labels['{RAY_CLUSTER_LABEL}']"}}}],
             "volumeMounts": mounts,
             # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
             # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
@@ -143,7 +151,8 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep resolving cluster Services (MLflow, MCP)
     return {
         "metadata": {
-            "labels": dict(TRAINER_LABELS),
+            # ...and its RayJob's, which its NetworkPolicy selects (network_policies.ray_job_pod_labels).
+            "labels": {**TRAINER_LABELS, RAYJOB_LABEL: spec.name},
             # A config change changes the spec, so the RayJob is replaced rather than left running old files.
             "annotations": {CONFIG_HASH_ANNOTATION: wiring.config_sha256},
         },

@@ -60,8 +60,9 @@ def test_the_policy_selects_every_ray_pod_of_the_job(stack_name):
 
 @pytest.mark.parametrize("port", RAY_PORTS)
 def test_ray_pods_reach_each_other_on_every_port(port):
-    pol = np_.ray_network_policy_manifest(settings())
-    assert admits(pol, {"app.kubernetes.io/name": "verl-trainer"}, "verl", port)
+    s = settings()
+    pol = np_.ray_network_policy_manifest(s)
+    assert admits(pol, np_.ray_job_pod_labels(s.job.name), "verl", port)
 
 
 @pytest.mark.parametrize("labels,namespace", [
@@ -70,6 +71,7 @@ def test_ray_pods_reach_each_other_on_every_port(port):
     ({"app": "dataset"}, "verl"),  # a data Job
     ({}, "default"),  # anything else in the cluster
     ({"app.kubernetes.io/name": "verl-trainer"}, "another-experiment"),  # another job's Ray pods
+    ({"app.kubernetes.io/name": "verl-trainer", "verl-ack/rayjob": "verl-grpo-v1a2b3c"}, "verl"),  # a sweep sibling
 ])
 @pytest.mark.parametrize("port", RAY_PORTS)
 def test_nothing_else_reaches_the_job_api_gcs_or_client_server(labels, namespace, port):
@@ -195,8 +197,8 @@ def test_the_host_network_policies_admit_exactly_the_gpu_nodes_cidrs_the_stack_n
 
 
 def _admits_ray_by_label(rule: dict) -> bool:
-    return any(_matches(peer.get("podSelector"), {"app.kubernetes.io/name": "verl-trainer"})
-               for peer in rule.get("from", []))
+    return any(((peer.get("podSelector") or {}).get("matchLabels") or {}).get("app.kubernetes.io/name")
+               == "verl-trainer" for peer in rule.get("from", []))
 
 
 def test_every_multinode_policy_that_admits_ray_pods_admits_their_gpu_nodes_on_the_same_ports():

@@ -8,7 +8,8 @@ import dataclasses
 from components.model import parse_settings
 from components.model.layout import resolve_layout
 from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling
-from components.workloads.training.rayjob import rayjob_manifest, render_rayjob
+from components.workloads.network_policies import RAYJOB_LABEL
+from components.workloads.training.rayjob import pod_groups, rayjob_manifest, render_rayjob
 from components.workloads.training.run_spec import pod_wiring, run_spec
 from tests.conftest import stack_settings
 
@@ -32,6 +33,10 @@ def test_a_variant_of_a_run_is_a_replaced_spec_and_changes_only_what_it_replaces
     assert variant["metadata"]["name"] == "verl-grpo-lr2"
     assert variant["spec"]["entrypoint"].endswith(" x=1")
     variant["metadata"]["name"], variant["spec"]["entrypoint"] = base["metadata"]["name"], base["spec"]["entrypoint"]
+    for _, group in pod_groups(variant["spec"]):  # the per-RayJob pod label its own NetworkPolicy selects
+        labels = group["template"]["metadata"]["labels"]
+        assert labels.pop(RAYJOB_LABEL) == "verl-grpo-lr2"
+        labels[RAYJOB_LABEL] = base["metadata"]["name"]
     assert variant == base
 
 
