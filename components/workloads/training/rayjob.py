@@ -31,6 +31,7 @@ from components.model.layout import Layout
 from components.wiring import Scheduling
 from components.workloads.training.probes import ray_probes
 from components.workloads.training.run_spec import (
+    TERMINATION_GRACE_SECONDS,
     PodWiring,
     RayJobError,
     RunSpec,
@@ -41,7 +42,7 @@ from components.workloads.training.run_spec import (
     shm_gib,
     uses_rdma,
 )
-from components.workloads.training.verl_config import CONFIG_DIR, MCP_DIR
+from components.workloads.training.verl_config import CONFIG_DIR, ENTRYPOINT_MODULE_FILE, MCP_DIR
 
 # What the tests and the plan import from here, computed in run_spec.py.
 __all__ = ["PodWiring", "RayJobError", "RunSpec", "pod_wiring", "run_spec", "runtime_env", "runtime_env_yaml",
@@ -132,7 +133,9 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
             "securityContext": security,
             # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
             **(ray_probes(spec.ray_version, head) or {}),
+            **({"lifecycle": entrypoint_pre_stop()} if head else {}),
         }],
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "volumes": volumes,
     }
     if rdma:
@@ -149,6 +152,15 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         },
         "spec": pod,
     }
+
+
+def entrypoint_pre_stop() -> dict:
+    """The head container's preStop hook. KubeRay deletes a suspended or deadline-expired job's RayCluster without
+    stopping the Ray job (rayjob_controller.go v1.7.0: "KubeRay doesn't stop the Ray job before suspending"), and a
+    deleted pod's entrypoint is then SIGKILLed with the job supervisor. The hook runs first: it signals the
+    entrypoint, which stops verl and ends the job's runs KILLED, and waits for it (within
+    terminationGracePeriodSeconds)."""
+    return {"preStop": {"exec": {"command": ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}", "--stop"]}}}
 
 
 def _ray_start_params(spec: RunSpec, cpus: int) -> dict[str, str]:
