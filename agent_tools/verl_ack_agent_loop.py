@@ -42,9 +42,19 @@ class ModelTextToolAgentLoop(ToolAgentLoop):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> Any:
         output = await super().run(sampling_params, **kwargs)
-        # Decoded as the reward manager decodes a response (skip_special_tokens), one stretch at a time so that
-        # two turns never fuse into one word; joined by a newline, as turns are.
-        parts = [self.tokenizer.decode(ids, skip_special_tokens=True)
-                 for ids in generated_stretches(list(output.response_ids), list(output.response_mask))]
-        output.extra_fields[MODEL_TEXT_FIELD] = "\n".join(parts)
+        output.extra_fields[MODEL_TEXT_FIELD] = await self.model_text(list(output.response_ids),
+                                                                      list(output.response_mask))
         return output
+
+    async def model_text(self, response_ids: list[int], response_mask: list[int]) -> str:
+        """The model's own words: each generated stretch without special tokens (as the reward manager decodes,
+        skip_special_tokens) and without its tool calls, which verl's tool parser for the job's format removes as
+        it does for the conversation (`extract_tool_calls` returns the content around them). A tool call's
+        arguments are a question to a tool (`calc_gsm8k_reward(answer="#### 72")`), not the answer. Stretches are
+        joined by a newline, as turns are, so two turns never fuse into one number."""
+        special = set(getattr(self.tokenizer, "all_special_ids", None) or [])
+        parts = []
+        for ids in generated_stretches(response_ids, response_mask):
+            content, _ = await self.tool_parser.extract_tool_calls([i for i in ids if i not in special])
+            parts.append(content.strip())
+        return "\n".join(p for p in parts if p)
