@@ -23,7 +23,7 @@ from components.workloads.training.verl_config import (
 )
 from pipeline.gsm8k import build_row
 from tests.agent_tools.harness import ChatTokenizer, ScriptedModel, ToolListWrap, reward_of, rollout_config, tool_call
-from tests.agent_tools.test_verl_ack_tools import fake_client, manager_result  # noqa: F401 (fixture)
+from tests.agent_tools.test_verl_ack_tools import manager_result
 from tests.components.workloads.training.test_rayjob import settings_for
 
 ROW = build_row({"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "

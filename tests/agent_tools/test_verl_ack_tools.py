@@ -152,7 +152,9 @@ def test_a_correct_answer_with_separators_is_confirmed_through_verls_agent_loop(
     loop = AgentLoop(verl, tools, limit_of())
     data = loop.new_trajectory(ROW["extra_info"]["tools_kwargs"])
     (message,) = loop.turn(data, tool_call("calc_gsm8k_reward", answer="2,000"))
-    assert message["role"] == "tool" and "reward=1.0" in message["content"]
+    # The default reveal: how the final reward reads it, not whether it is right.
+    assert message["role"] == "tool" and message["content"].startswith("The final reward would read your answer as "
+                                                                       "'2000'")
     assert data.tool_rewards == [0.0]
 
 
@@ -176,7 +178,7 @@ def test_verls_naive_reward_manager_hands_the_tool_rewards_to_the_reward_functio
 
 
 def test_a_wrong_guess_costs_reward_in_the_trajectorys_final_score(verl, build_tools, tmp_path):
-    _, tools = build_tools()
+    _, tools = build_tools(settings_for("dev", {"training": {"answer_tool": {"max_calls": 2}}}))
     loop = AgentLoop(verl, tools, limit_of())
     data = loop.new_trajectory(ROW["extra_info"]["tools_kwargs"])
     loop.turn(data, tool_call("calc_gsm8k_reward", answer="1999"))
@@ -190,12 +192,12 @@ def test_a_wrong_guess_costs_reward_in_the_trajectorys_final_score(verl, build_t
         str(tmp_path / "config" / REWARD_MODULE_FILE), overrides["reward.custom_reward_function.name"])
     # ... called as the naive reward manager calls it: extra_info carries the agent loop's extra fields.
     extra_info = {**ROW["extra_info"], "tool_rewards": data.tool_rewards, "turn_scores": data.turn_scores,
-                  "num_turns": 5, "rollout_reward_scores": {}}
+                  "num_turns": 5, "rollout_reward_scores": {}, "verl_ack_model_text": "... #### 2,000"}
     result = compute_score(data_source=ROW["data_source"], solution_str="... #### 2,000",
                            ground_truth=ROW["reward_model"]["ground_truth"], extra_info=extra_info)
     assert result == {"score": pytest.approx(0.95), "acc": 1.0, "tool_reward": -0.05, "tool_calls": 2.0}
     no_tools = compute_score(data_source=ROW["data_source"], solution_str="#### 7", ground_truth="2000",
-                             extra_info={"tool_rewards": []})
+                             extra_info={"tool_rewards": [], "verl_ack_model_text": "#### 7"})
     assert set(no_tools) == set(result) and no_tools["score"] == 0.0  # the same keys every time, as verl needs
     assert REWARD_FUNCTION == "compute_score"
 
