@@ -230,7 +230,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--tool-config", default=None, help="the job's tool config (names the MLflow experiment and run)")
     p.add_argument("--pid-file", default=PID_FILE)
     p.add_argument("--stop", action="store_true", help="stop the running entrypoint and wait for its close-up")
-    p.add_argument("--stop-wait-seconds", type=float, default=STOP_GRACE_SECONDS + 10)
+    p.add_argument("--stop-grace-seconds", type=float, default=STOP_GRACE_SECONDS,
+                   help="how long a stopped child may take to exit before it is killed")
+    p.add_argument("--stop-wait-seconds", type=float, default=STOP_GRACE_SECONDS + 10,
+                   help="--stop: how long to wait for the entrypoint's close-up")
     args = p.parse_args(argv)
     if args.stop:
         return stop(args.pid_file, args.stop_wait_seconds)
@@ -255,7 +258,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except OSError as err:
         log(f"could not write {args.pid_file} ({err}); the preStop hook cannot stop this job gracefully")
 
-    supervisor = Supervisor(child_command(command, trainer_run, job), child_env)
+    supervisor = Supervisor(child_command(command, trainer_run, job), child_env, grace=args.stop_grace_seconds)
     returncode = supervisor.run()
     status = run_status(returncode, supervisor.stopped_by is not None)
     if client is not None and trainer_run is not None:
