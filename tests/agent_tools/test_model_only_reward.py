@@ -51,8 +51,8 @@ def job(verl, build_tools, fake_client, s=None):
 def rollout(loops, tools, s, turns: list[str], agent_name: str = ROW["agent_name"], target: str | None = None):
     tokenizer = ChatTokenizer()
     model = ScriptedModel(tokenizer, turns)
+    # As AgentLoopWorker._run_agent_loop does: the registry entry itself (its `name` included) and these kwargs.
     entry = dict(loops[agent_name]) if target is None else {"_target_": target}
-    entry.pop("name", None)
     trainer_config = types.SimpleNamespace(config=types.SimpleNamespace(
         actor_rollout_ref=types.SimpleNamespace(rollout=rollout_config(s))))
     loop = hydra.utils.instantiate(entry, trainer_config=trainer_config, server_manager=model, tokenizer=tokenizer,
