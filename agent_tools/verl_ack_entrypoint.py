@@ -32,6 +32,7 @@ Shipped in the job's ConfigMap; stdlib only, plus PyYAML and mlflow where tracki
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -184,9 +185,14 @@ class Supervisor:
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signal.SIGTERM)
 
-    def run(self) -> int:
+    def listen(self) -> None:
+        """From the program's start: a stop while the trainer run is being created must not kill it unhandled."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+
+    def run(self) -> int:
+        if self.stopped_by is not None:
+            return -self.stopped_by  # stopped before verl started: nothing to run
         try:
             self.child = subprocess.Popen(self.command, env=self.env)
         except OSError as err:
@@ -241,6 +247,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         p.error("give the command to run after --")
 
     child_env = dict(os.environ)
+    supervisor = Supervisor(command, child_env, grace=args.stop_grace_seconds)
+    supervisor.listen()
     job = job_id(child_env)
     tracking = tracking_from(args.tool_config, child_env)
     client, trainer_run = None, None
@@ -258,8 +266,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except OSError as err:
         log(f"could not write {args.pid_file} ({err}); the preStop hook cannot stop this job gracefully")
 
-    supervisor = Supervisor(child_command(command, trainer_run, job), child_env, grace=args.stop_grace_seconds)
-    returncode = supervisor.run()
+    supervisor.command = child_command(command, trainer_run, job)
+    try:
+        returncode = supervisor.run()
+    finally:
+        # A later preStop hook must not signal whatever process reuses this pid.
+        with contextlib.suppress(OSError):
+            os.remove(args.pid_file)
     status = run_status(returncode, supervisor.stopped_by is not None)
     if client is not None and trainer_run is not None:
         try:

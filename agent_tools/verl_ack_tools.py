@@ -17,8 +17,10 @@ errors and latencies themselves (`ToolStats`); the tool reward reaches the traje
 
 This file is mounted into every Ray pod from the job's ConfigMap and put on PYTHONPATH, so the class names in
 the tool config (`verl_ack_tools.<Class>`) import in the driver, the dataset loader and every agent-loop worker.
-The job's end (each run's final state) is the entrypoint's (verl_ack_entrypoint.py): a worker's own atexit never
-runs when Ray kills the actor.
+Longer than 500 lines because it is that one file: the ConfigMap ships it alone onto every worker's PYTHONPATH and
+verl's tool registry imports the classes by this module's name, so the tools, their text clipping and their call
+counters stay together. The job's end (each run's final state) is the entrypoint's (verl_ack_entrypoint.py): a
+worker's own atexit never runs when Ray kills the actor.
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ class ToolStats:
       INFO otherwise) to the worker's stderr, which Ray forwards to the job's driver log;
     - logs the same numbers to MLflow when MLFLOW_TRACKING_URI is set (the Ray pods have it when tracking is
       enabled): one run per worker process, `<experiment>-tools-<host>-<pid>` in the trainer's MLflow
-      experiment, nested under the trainer's run (MLFLOW_RUN_ID, from the entrypoint; else found by name) and
+      experiment, nested under the trainer's run (MLFLOW_RUN_ID, from the entrypoint; never found by name) and
       tagged with the job (VERL_ACK_JOB_ID), so the entrypoint gives it the job's final state.
     The driver and the dataset loader build the tools only for their schemas and never call them, so they
     start nothing and create no run."""
@@ -299,15 +301,10 @@ class _MlflowSink:
         job = os.environ.get(JOB_ENV)
         if job:
             tags[JOB_TAG] = job
+        # Never looked up by name: another job may run under the same names. Without the id (the entrypoint could
+        # not create the trainer's run) the tools run stands alone.
         if os.environ.get(TRAINER_RUN_ENV):
             tags["mlflow.parentRunId"] = os.environ[TRAINER_RUN_ENV]
-        elif parent_run:
-            # verl's Tracking names the trainer's run trainer.experiment_name (verl/utils/tracking.py).
-            runs = self.client.search_runs(
-                [exp_id], filter_string=f"attributes.run_name = '{parent_run}' AND attributes.status = 'RUNNING'",
-                order_by=["attributes.start_time DESC"], max_results=1)
-            if runs:
-                tags["mlflow.parentRunId"] = runs[0].info.run_id
         name = f"{parent_run or experiment}-tools-{host}-{pid}"
         self.run_id = self.client.create_run(exp_id, tags=tags, run_name=name).info.run_id
 

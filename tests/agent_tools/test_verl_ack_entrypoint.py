@@ -177,6 +177,7 @@ def test_every_run_of_the_job_ends_in_the_state_the_job_ended_in(job_env, how, s
     assert proc.returncode == rc, err
     assert_job_runs(job_env, status)
     assert f"3 run(s) {status}" in err
+    assert not (job_env.tmp / "pid").exists()  # a later preStop hook signals nothing
 
 
 def test_a_stopped_job_passes_the_stop_to_verl_and_its_runs_end_killed(job_env):
