@@ -197,12 +197,14 @@ def mermaid(resources: list[dict]) -> str:
 
 def shell_lines(command: str) -> str:
     """The command with one option or override per line (values hold no spaces: the training job validates
-    each word), the program and its module kept on the first line; each command after a `;` (the tool runs'
-    close-up after verl) on one line of its own."""
-    head, *rest = re.split(r" (?=';' |; )", command)
-    words = head.split()
-    first = next((i for i, w in enumerate(words) if w.startswith("--") or "=" in w), len(words))
-    return " \\\n    ".join([" ".join(words[:first]), *words[first:], *rest])
+    each word); each program (the entrypoint, and after each `--` the command it runs: the preflight, verl) starts a
+    line with its module."""
+    lines: list[str] = []
+    for i, part in enumerate(command.split(" -- ")):
+        words = part.split()
+        first = next((j for j, w in enumerate(words) if w.startswith("--") or "=" in w), len(words))
+        lines += [*(["--"] if i else []), " ".join(words[:first]), *words[first:]]
+    return " \\\n    ".join(lines)
 
 
 def render_markdown(plan: dict, sections) -> str:

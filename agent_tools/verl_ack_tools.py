@@ -17,8 +17,10 @@ errors and latencies themselves (`ToolStats`); the tool reward reaches the traje
 
 This file is mounted into every Ray pod from the job's ConfigMap and put on PYTHONPATH, so the class names in
 the tool config (`verl_ack_tools.<Class>`) import in the driver, the dataset loader and every agent-loop worker.
-Longer than 500 lines because it is that one file: the ConfigMap ships it alone, and the job's entrypoint runs it
-as a script (`--close-runs`), so its parts cannot import siblings.
+Longer than 500 lines because it is that one file: the ConfigMap ships it alone onto every worker's PYTHONPATH and
+verl's tool registry imports the classes by this module's name, so the tools, their text clipping and their call
+counters stay together. The job's end (each run's final state) is the entrypoint's (verl_ack_entrypoint.py): a
+worker's own atexit never runs when Ray kills the actor.
 """
 
 from __future__ import annotations
@@ -82,6 +84,11 @@ CLIENT_GRACE_SECONDS = 30.0
 # verl's own default for multi_turn.max_tool_response_length; the generator passes the stack's value.
 DEFAULT_MAX_RESPONSE_CHARS = 256
 DEFAULT_METRICS_INTERVAL_SECONDS = 60.0
+# Set in every Ray worker of the job by the entrypoint (verl_ack_entrypoint.py, same names there): the trainer's
+# MLflow run (MLFLOW_RUN_ID, which verl's Tracking attaches to) and the Ray job's submission id.
+TRAINER_RUN_ENV = "MLFLOW_RUN_ID"
+JOB_ENV = "VERL_ACK_JOB_ID"
+JOB_TAG = "verl_ack.job"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # IPython colours its tracebacks
 
@@ -164,7 +171,8 @@ class ToolStats:
       INFO otherwise) to the worker's stderr, which Ray forwards to the job's driver log;
     - logs the same numbers to MLflow when MLFLOW_TRACKING_URI is set (the Ray pods have it when tracking is
       enabled): one run per worker process, `<experiment>-tools-<host>-<pid>` in the trainer's MLflow
-      experiment, nested under the trainer's run when it is found.
+      experiment, nested under the trainer's run (MLFLOW_RUN_ID, from the entrypoint; never found by name) and
+      tagged with the job (VERL_ACK_JOB_ID), so the entrypoint gives it the job's final state.
     The driver and the dataset loader build the tools only for their schemas and never call them, so they
     start nothing and create no run."""
 
@@ -270,13 +278,6 @@ class ToolStats:
                            type(e).__name__, e)
 
 
-# The Ray cluster KubeRay made for this RayJob (pod label ray.io/cluster, `<rayjob>-<5 random>`: a new one for each
-# RayJob and each resume), given to every Ray container through the downward API
-# (components/workloads/training/rayjob.py). Two jobs with the same MLflow names never share it.
-JOB_ENV = "VERL_ACK_RAY_CLUSTER"
-JOB_TAG = "verl_ack.job"
-
-
 class _MlflowSink:
     """One MLflow run per worker process, created on the first flush (MlflowClient: no global active run, so
     nothing else in the process is affected)."""
@@ -295,16 +296,15 @@ class _MlflowSink:
                 exp_id = self.client.get_experiment_by_name(experiment).experiment_id
         host, pid = socket.gethostname(), os.getpid()
         tags = {"verl_ack.role": "agent-tools", "verl_ack.worker": f"{host}/{pid}"}
-        job = os.environ.get(JOB_ENV, "")
-        if job:  # which RayJob's Ray cluster this worker belongs to: close_job_runs closes by it, never by a name
+        # The job's entrypoint (verl_ack_entrypoint.py) creates the trainer's run and hands its id and the job's
+        # to every Ray worker of the job (runtime_env env_vars): the nesting and the job are exact, not a name.
+        job = os.environ.get(JOB_ENV)
+        if job:
             tags[JOB_TAG] = job
-        if parent_run:
-            # verl's Tracking names the trainer's run trainer.experiment_name (verl/utils/tracking.py).
-            runs = self.client.search_runs(
-                [exp_id], filter_string=f"attributes.run_name = '{parent_run}' AND attributes.status = 'RUNNING'",
-                order_by=["attributes.start_time DESC"], max_results=1)
-            if runs:
-                tags["mlflow.parentRunId"] = runs[0].info.run_id
+        # Never looked up by name: another job may run under the same names. Without the id (the entrypoint could
+        # not create the trainer's run) the tools run stands alone.
+        if os.environ.get(TRAINER_RUN_ENV):
+            tags["mlflow.parentRunId"] = os.environ[TRAINER_RUN_ENV]
         name = f"{parent_run or experiment}-tools-{host}-{pid}"
         self.run_id = self.client.create_run(exp_id, tags=tags, run_name=name).info.run_id
 
@@ -321,73 +321,47 @@ class _MlflowSink:
 STATS = ToolStats()
 
 
-def close_job_runs(uri: str, experiment: str, job: str, status: str = "KILLED") -> list[str]:
-    """Marks this job's tool runs that are still RUNNING as `status`, and returns their ids.
-
-    A tools run is closed by the worker's atexit only when the process ends normally; Ray kills the agent-loop
-    actors at the end of the job (and a failed node takes them with it), so without this every
-    `<experiment>-tools-<host>-<pid>` run stays RUNNING forever. Run it from a process that outlives verl (the
-    job's entrypoint, after `main_ppo` returns: `python3 verl_ack_tools.py --close-runs <tool config>`). The
-    job's runs are the agent-tools runs tagged with its Ray cluster (`job`, JOB_TAG): never chosen by run name, which
-    another job with the same MLflow names (another stack, a replaced RayJob) shares. What they lost is at most the
-    last interval (`metrics.interval_seconds`), since every interval is sent as it ends."""
-    if not job:
-        return []
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return []
-    running = client.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=5000)
-    closed = [r.info.run_id for r in running
-              if r.data.tags.get("verl_ack.role") == "agent-tools" and r.data.tags.get(JOB_TAG) == job]
-    for run_id in closed:
-        client.set_terminated(run_id, status=status)
-    return closed
-
-
-def _close_runs_main(tool_config_path: str) -> int:
-    """`--close-runs <tool config>`: close_job_runs for the experiment and trainer run that config names."""
-    import yaml
-
-    with open(tool_config_path, encoding="utf-8") as f:
-        tools = yaml.safe_load(f).get("tools") or []
-    metrics = next((t["config"]["metrics"] for t in tools if (t.get("config") or {}).get("metrics")), {})
-    uri = os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri or not metrics.get("mlflow_experiment"):
-        print("verl_ack_tools: no MLflow tracking configured; no tool runs to close", file=sys.stderr)
-        return 0
-    if not os.environ.get(JOB_ENV):
-        print(f"verl_ack_tools: {JOB_ENV} is not set (not a KubeRay pod); no tool runs are closed", file=sys.stderr)
-        return 0
-    try:
-        closed = close_job_runs(uri, metrics["mlflow_experiment"], os.environ[JOB_ENV])
-    except Exception as e:  # the job's own result decides the exit status, not this bookkeeping
-        print(f"verl_ack_tools: could not close the tool runs ({type(e).__name__}: {e})", file=sys.stderr)
-        return 0
-    print(f"verl_ack_tools: marked {len(closed)} tool run(s) KILLED: {', '.join(closed) or '-'}", file=sys.stderr)
-    return 0
-
-
 # --------------------------------------------------------------------------------------------- tools
-def score_final_answer(answer: str, ground_truth: str) -> float:
+GSM8K_METHODS = ("strict", "flexible")
+# What calc_gsm8k_reward may tell the model (the tool config's `reveal`): `parsed`, the number the final reward would
+# read from `#### <answer>` (or that it reads none), never whether it is right; `correctness`, verl's removed
+# Gsm8kTool's `reward=1.0/0.0`, which lets a policy guess through the tool until it says 1.0.
+REVEALS = ("parsed", "correctness")
+
+
+def score_final_answer(answer: str, ground_truth: str, method: str = "strict") -> float:
     """What the final reward gives a response that ends `#### <answer>`: verl's own gsm8k scorer on exactly that
-    text ("strict": the number right after `#### `, `-` and digits with `.`/`,`, commas dropped, compared as a
-    string). No extraction of our own: "$18", "= 18" and " 18" score 0 here because `#### $18`, `#### = 18` and
-    `####  18` score 0 there; "18 dollars" scores 1 in both. The default reward (`default_compute_score` for
-    `openai/gsm8k`) calls the same function with the same defaults."""
-    return float(gsm8k.compute_score(f"#### {answer}", ground_truth, method="strict", format_score=0.0, score=1.0))
+    text, in the job's mode. "strict" (verl's default): the number right after `#### `, `-` and digits with
+    `.`/`,`, commas dropped, compared as a string, so "$18", "= 18" and " 18" score 0 here because `#### $18`,
+    `#### = 18` and `####  18` score 0 there; "18 dollars" scores 1 in both. "flexible": the last number in the
+    text. No extraction of our own."""
+    return float(gsm8k.compute_score(f"#### {answer}", ground_truth, method=method, format_score=0.0, score=1.0))
+
+
+def parsed_answer(answer: str, method: str = "strict") -> Optional[str]:
+    """The string verl's scorer would compare with the ground truth for a response ending `#### <answer>`."""
+    return gsm8k.extract_solution(f"#### {answer}", method=method)
 
 
 class Gsm8kRewardTool(BaseTool):
-    """`calc_gsm8k_reward(answer)`: scores an answer against the row's ground truth exactly as the final reward
-    scores a response ending `#### <answer>` (score_final_answer). The ground truth arrives per trajectory through the dataset's
-    `extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs.ground_truth`."""
+    """`calc_gsm8k_reward(answer)`: checks an answer against the row's ground truth exactly as the final reward
+    scores a response ending `#### <answer>` (score_final_answer), and tells the model only what `reveal` allows.
+    The ground truth arrives per trajectory through the dataset's
+    `extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs.ground_truth`.
+
+    config keys: `reveal` (REVEALS), `max_calls` (calls one trajectory may make; later calls are refused, not
+    scored), `gsm8k_method` (the final reward's mode), `metrics` (ToolStats). The tool reward (a penalty for a
+    wrong answer) goes to the trajectory's reward, never into the model's context."""
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema):
         super().__init__(config, tool_schema)
         self._instances: dict[str, dict[str, Any]] = {}
+        self.reveal = str(config.get("reveal", "parsed"))
+        self.max_calls = int(config.get("max_calls", 1))
+        self.method = str(config.get("gsm8k_method", "strict"))
+        if self.reveal not in REVEALS or self.method not in GSM8K_METHODS or self.max_calls < 1:
+            raise ValueError(f"{self.name}: reveal must be one of {REVEALS}, gsm8k_method one of {GSM8K_METHODS} and "
+                             f"max_calls >= 1 (got {self.reveal!r}, {self.method!r}, {self.max_calls})")
         STATS.configure(config.get("metrics"))
 
     async def create(self, instance_id: Optional[str] = None, create_kwargs: Optional[dict] = None,
@@ -397,18 +371,45 @@ class Gsm8kRewardTool(BaseTool):
         self._instances[instance_id] = {"ground_truth": None if ground_truth is None else str(ground_truth)}
         return instance_id, ToolResponse()
 
+    def _count_call(self, agent_data: Any) -> int:
+        """This trajectory's calls of this tool so far, this one included. verl creates a new instance for every
+        call, so the count lives on the trajectory's AgentData (ToolAgentLoop keeps its own per-trajectory
+        attributes there too); without one (a direct call) every call is the first."""
+        if agent_data is None:
+            return 1
+        counts = getattr(agent_data, "_verl_ack_tool_calls", None)
+        if counts is None:
+            counts = {}
+            agent_data._verl_ack_tool_calls = counts
+        counts[self.name] = counts.get(self.name, 0) + 1
+        return counts[self.name]
+
+    def message(self, answer: str, reward: float) -> str:
+        """What the model reads back: never more than `reveal` allows."""
+        if self.reveal == "correctness":
+            return f"Current parsed answer={answer!r} reward={reward}"
+        parsed = parsed_answer(answer, self.method)
+        if parsed is None:
+            return (f"The final reward would find no answer in '#### {answer}': write the number right after "
+                    "'#### ' (digits, optionally '-', '.' and ',').")
+        return f"The final reward would read your answer as {parsed!r}. It scores only what you write yourself."
+
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs) -> tuple[ToolResponse, float, dict]:
         started = time.monotonic()
         # Not stripped: "####  18" (two spaces) fails the final reward, so " 18" must fail here too.
         answer = str(parameters.get("answer", ""))
         ground_truth = self._instances.get(instance_id, {}).get("ground_truth")
+        if self._count_call(kwargs.get("agent_data")) > self.max_calls:
+            STATS.record(self.name, "over_limit", time.monotonic() - started)
+            return ToolResponse(text=f"error: {self.name} may be called at most {self.max_calls} time(s) per question; "
+                                     "this call was not checked. Write your final answer as '#### <number>'."), 0.0, {}
         if ground_truth is None:
             STATS.record(self.name, "unscored", time.monotonic() - started)
             return ToolResponse(text="No ground truth is known for this question; the answer was not scored."), 0.0, {}
-        reward = score_final_answer(answer, ground_truth)
+        reward = score_final_answer(answer, ground_truth, self.method)
         STATS.record(self.name, "correct" if reward > 0 else "wrong", time.monotonic() - started)
         tool_reward = 0.0 if reward > 0 else WRONG_ANSWER_PENALTY
-        return ToolResponse(text=f"Current parsed answer={answer!r} reward={reward}"), tool_reward, {"reward": reward}
+        return ToolResponse(text=self.message(answer, reward)), tool_reward, {"reward": reward}
 
     async def release(self, instance_id: str, **kwargs) -> None:
         self._instances.pop(instance_id, None)
@@ -514,9 +515,3 @@ class SandboxCodeTool(BaseTool):
         else:
             STATS.record(self.name, "code_error" if raised else "ok", seconds)
         return ToolResponse(text=clip_text(text, self._max_chars)), 0.0, {"mcp_error": is_error}
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--close-runs":
-        sys.exit("usage: python3 verl_ack_tools.py --close-runs <tool config yaml>")
-    sys.exit(_close_runs_main(sys.argv[2]))

@@ -4,6 +4,7 @@ import datetime
 import json
 import re
 import shlex
+import subprocess
 
 import pytest
 import yaml
@@ -92,12 +93,14 @@ def test_missing_stack_file_is_an_error_not_a_traceback(tmp_path, capsys):
     assert "no stack file" in capsys.readouterr().err
 
 
-def test_plan_md_shows_the_verl_command_one_override_per_line_and_it_is_the_same_command(tmp_path):
+def test_plan_md_shows_the_job_command_one_override_per_line_and_it_is_the_same_command(tmp_path):
     out = tmp_path / "dev"
     plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
     text = (out / "plan.md").read_text()
     block = text.split("```sh\n", 1)[1].split("\n```", 1)[0]
-    assert block.splitlines()[0] == "python3 -m verl.trainer.main_ppo \\"
+    lines = block.splitlines()
+    assert lines[0] == "python3 /etc/verl-ack/config/verl_ack_entrypoint.py \\"
+    assert "    python3 -m verl.trainer.main_ppo \\" in lines  # verl's program and module on one line
     entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
     assert block.replace(" \\\n    ", " ") == entry
 
@@ -188,17 +191,18 @@ def test_a_yaml_set_in_another_config_key_exits_2_naming_the_key(tmp_path, capsy
     assert "alicloud:extra: cannot be passed to the program" in _refused(tmp_path, capsys, yaml.safe_dump(doc).encode())
 
 
-def test_the_verl_command_line_holds_only_words_both_shells_read_verbatim(tmp_path):
-    # The submitter's bash and Ray's job manager (shell=True) both parse it: list settings live in the trainer
-    # file, so every word is a plain scalar that needs no quoting in either.
+def test_the_verl_command_line_holds_only_words_every_shell_and_join_reads_verbatim(tmp_path):
+    # The submitter's bash, `ray job submit`'s join (list2cmdline up to Ray 2.55, shlex.join from 2.56) and Ray's
+    # job supervisor (shell=True) all read it: list settings live in the trainer file, and the close-up is the
+    # entrypoint program's, so every word is a plain scalar that none of them changes.
     out = tmp_path / "dev"
     plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
     entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
-    assert "trainer.logger" not in entry and "[" not in entry
-    verl, *after = entry.split(" ';' ")  # then the tool runs' close-up, its `;` and `$` quoted for the submitter
-    assert all(shlex.quote(w) == w for w in verl.split(" "))
-    assert after == ["'rc=$?'", f"python3 {CONFIG_DIR}/verl_ack_tools.py --close-runs {CONFIG_DIR}/tool_config.yaml",
-                     "exit '$rc'"]
+    assert "trainer.logger" not in entry and "[" not in entry and ";" not in entry and "$" not in entry
+    words = entry.split(" ")
+    assert all(shlex.quote(w) == w for w in words)
+    assert subprocess.list2cmdline(words) == shlex.join(words) == entry
+    assert words[:2] == ["python3", f"{CONFIG_DIR}/verl_ack_entrypoint.py"]
 
 
 # --------------------------------------------------------------------------- plan.md never states what plan.json lacks

@@ -62,7 +62,8 @@ def test_the_offline_plan_renders_every_variant_without_leaking_a_secret(variant
     out = tmp_path / "out"
     result = plan.build_plan(path, stack, out, secret_values=SECRETS)
     assert result["resources"] and (out / "plan.md").is_file()
-    assert json.loads((out / "plan.json").read_text())["training_entrypoint"].startswith("python3 -m verl")
+    entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
+    assert entry.startswith("python3 /etc/verl-ack/config/verl_ack_entrypoint.py ")
     text = "".join(f.read_text() for f in out.rglob("*") if f.is_file())
     assert not any(v in text for v in SECRETS.values())
 

@@ -147,6 +147,19 @@ class PreflightSettings(Strict):
         "(NCCL waiting on a dead link) fails the job after this, naming the ranks that did not finish.")
 
 
+class AnswerToolSettings(Strict):
+    reveal: Literal["parsed", "correctness"] = Field(
+        "parsed", description="What the calc_gsm8k_reward tool tells the model. `parsed` (safe): the number the final "
+        "reward would read from `#### <answer>`, or that it reads none; never whether it is right. `correctness`: "
+        "verl's removed Gsm8kTool's `reward=1.0/0.0`, an oracle a policy can learn to query until it says 1.0 "
+        "(the final reward scores only what the model writes, so that no longer pays by itself, but each guess is "
+        "information the model did not earn).")
+    max_calls: int = Field(
+        1, ge=1, le=1000, description="calc_gsm8k_reward calls one trajectory may make; later calls are refused "
+        "unchecked (the model is told to write its answer). Each checked wrong answer still costs the tool "
+        "penalty in the trajectory's reward.")
+
+
 class TrainingSettings(Strict):
     algorithm: Literal["grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "grpo_passk", "gpg"] = Field(
         "grpo", description="verl algorithm.adv_estimator.")
@@ -190,6 +203,15 @@ class TrainingSettings(Strict):
 
     preflight: PreflightSettings = Field(
         default_factory=PreflightSettings, description="The fabric preflight before verl starts.")
+    answer_tool: AnswerToolSettings = Field(
+        default_factory=AnswerToolSettings, description="What the reward tool (calc_gsm8k_reward) may reveal and "
+        "how often a trajectory may call it.")
+    gsm8k_scoring: Literal["strict", "flexible"] = Field(
+        "strict", description="verl's GSM8K scoring mode for the final reward and the reward tool alike "
+        "(verl/utils/reward_score/gsm8k.py). `strict` (verl's default and the tutorial's): the number right after "
+        "`#### `, compared as a string with commas dropped: `18.`, `$18`, `18.0`, `\\boxed{18}` and a U+2212 minus "
+        "score 0, and `1,8` scores 1 against 18. `flexible`: the last number anywhere in the model's text (no "
+        "`####` needed), same string comparison. Only what the model itself wrote is scored in either mode.")
     tool_timeout_seconds: int = Field(
         120, ge=1, le=3600, description="Timeout of one run_code_once call through the sandbox manager's MCP server.")
     max_tool_response_chars: int = Field(

@@ -8,7 +8,7 @@ from components.config import Settings
 from components.model.layout import resolve_layout
 from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, mcp_url, ray_namespace
 from components.workloads.training.rayjob import pod_wiring, rayjob_manifest
-from components.workloads.training.verl_config import tool_config
+from components.workloads.training.verl_config import GSM8K_TOOL, tool_config, trainer_config
 from components.workloads.training.volumes import (
     checkpoint_dir,
     checkpoint_key_prefix,
@@ -35,7 +35,11 @@ def training_section(s: Settings, recording):
     limits = container["resources"]["limits"]
     shm = next(v["emptyDir"]["sizeLimit"] for v in head["volumes"] if v["name"] == "dshm")
     workers = sum(g["replicas"] for g in spec["rayClusterSpec"].get("workerGroupSpecs", []))
-    tools = [t["tool_schema"]["function"]["name"] for t in tool_config(s)["tools"]]
+    tool_docs = tool_config(s)["tools"]
+    tools = [t["tool_schema"]["function"]["name"] for t in tool_docs]
+    # Read back from the rendered files the job gets: the reward function's kwargs and the answer tool's config.
+    reward_kwargs = trainer_config(s)["reward"]["custom_reward_function"]["reward_kwargs"]
+    answer = next(t["config"] for t in tool_docs if t["tool_schema"]["function"]["name"] == GSM8K_TOOL)
     vols = oss_volumes(s)
     train, val = dataset_paths(s)
     # A built image installs nothing at start: its runtime env carries PYTHONPATH but no `pip` list.
@@ -60,10 +64,15 @@ def training_section(s: Settings, recording):
                         f"(save {', '.join(s.training.save_contents)}; resume_mode auto)"),
         ("volumes", ", ".join(f"{k}: {v.fuse_type} {v.access_mode} `{v.prefix}`" for k, v in vols.items())),
         ("tools", ", ".join(f"`{t}`" for t in tools) + (f" (MCP `{mcp_url(s)}`)" if s.sandbox.enabled else "")),
+        ("reward", f"verl's GSM8K scorer, `{reward_kwargs['gsm8k_method']}` mode, on the tokens the model generated "
+                   "(tool replies excluded), plus the tool rewards"),
+        ("answer tool", f"`{GSM8K_TOOL}` reveals `{answer['reveal']}`, at most {answer['max_calls']} call(s) per "
+                        f"trajectory, scored in `{answer['gsm8k_method']}` mode"),
     ]
     data = {"rayjob": manifest["metadata"]["name"], "namespace": manifest["metadata"]["namespace"],
             "submission_mode": spec["submissionMode"], "gpu_pods": layout.nodes, "image": container["image"],
             "runtime_pip": pip, "train_files": train, "val_files": val, "model_path": model_dir(s),
             "checkpoint_dir": checkpoint_dir(s), "checkpoint_key_prefix": checkpoint_key_prefix(s), "tools": tools,
-            "table": rows_data(rows)}
+            "gsm8k_scoring": reward_kwargs["gsm8k_method"], "answer_tool_reveal": answer["reveal"],
+            "answer_tool_max_calls": answer["max_calls"], "table": rows_data(rows)}
     return Section("training", "Training job", table(rows, ("training job", "value")), data)

@@ -5,6 +5,7 @@ import logging
 import pytest
 
 from tests.agent_tools.harness import build_tools, verl  # noqa: F401
+from tests.agent_tools.test_verl_ack_tools import fake_client  # noqa: F401 (the MCP client stand-in, for every file)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,6 +11,7 @@ import sys
 from decimal import Decimal
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -78,8 +79,9 @@ def scores(verl, tool, reward, truth: str, answer: str) -> tuple[float, float, f
     _, _, metrics = run_call(tool, {"answer": answer}, {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": truth}}})
     final = REASONING + f"#### {answer}"
     verl_score = float(verl.gsm8k.compute_score(final, truth))
+    # The model wrote the whole response (the agent loop hands the reward its own text; no tool ran here).
     acc = reward(data_source="openai/gsm8k", solution_str=final, ground_truth=truth,
-                 extra_info={"tool_rewards": []})["acc"]
+                 extra_info={"tool_rewards": [], "verl_ack_model_text": final})["acc"]
     return metrics["reward"], verl_score, acc
 
 
@@ -114,3 +116,39 @@ def test_the_gsm8k_tool_and_the_final_reward_agree_on_every_answer(verl, gsm8k_t
 def test_what_the_tool_says_for_the_answers_the_review_named(verl, gsm8k_tool_and_reward, truth, answer, expected):
     tool, reward = gsm8k_tool_and_reward
     assert scores(verl, tool, reward, truth, answer) == (expected, expected, expected)
+
+
+@pytest.mark.parametrize("truth,answer,strict,flexible", [
+    ("18", "$18", 0.0, 1.0),
+    ("18", "\\boxed{18}", 0.0, 1.0),
+    ("18", "= 18", 0.0, 1.0),
+    ("18", "18 dollars", 1.0, 1.0),
+    ("18", "18.", 0.0, 0.0),          # verl's flexible keeps the dot
+    ("18", "18.0", 0.0, 0.0),         # both compare strings
+    ("2000", "2,000", 1.0, 0.0),      # flexible keeps the comma
+    ("18", "1,8", 1.0, 0.0),          # strict drops it
+    ("-3", "\u22123", 0.0, 0.0),
+])
+def test_the_scoring_mode_is_verls_own_and_the_tool_and_the_reward_follow_the_setting(
+        verl, tmp_path, truth, answer, strict, flexible):
+    for mode, expected in (("strict", strict), ("flexible", flexible)):
+        s = settings_for("dev", {"training": {"gsm8k_scoring": mode}})
+        path = write_config_map(tmp_path / mode, s) if (tmp_path / mode).mkdir() is None else None
+        sys.path.insert(0, str(path.parent))
+        try:
+            sys.modules.pop("verl_ack_tools", None)
+            tool = {t.name: t for t in verl.registry.initialize_tools_from_config(str(path))}["calc_gsm8k_reward"]
+            raw = verl.import_utils.load_extern_object(str(path.parent / REWARD_MODULE_FILE), "compute_score")
+            kwargs = yaml.safe_load((path.parent / "verl_ack_trainer.yaml").read_text())["reward"][
+                "custom_reward_function"]["reward_kwargs"]
+            assert kwargs == {"gsm8k_method": mode}
+            final = f"#### {answer}"
+            _, _, metrics = run_call(tool, {"answer": answer},
+                                     {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": truth}}})
+            acc = raw(data_source="openai/gsm8k", solution_str=final, ground_truth=truth,
+                      extra_info={"tool_rewards": [], "verl_ack_model_text": final}, **kwargs)["acc"]
+            assert metrics["reward"] == acc == float(verl.gsm8k.compute_score(final, truth, method=mode)) == expected, \
+                (mode, answer)
+        finally:
+            sys.path.remove(str(path.parent))
+            sys.modules.pop("verl_ack_tools", None)

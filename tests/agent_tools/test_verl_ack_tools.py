@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from components.model.layout import resolve_layout
-from components.workloads.training.rayjob import pod_groups
 from components.workloads.training.verl_config import CONFIG_DIR, REWARD_FUNCTION, REWARD_MODULE_FILE, hydra_overrides
 from pipeline.gsm8k import build_row
 from tests.agent_tools.harness import AgentLoop, tool_call
 from tests.components.workloads.training.test_rayjob import settings_for
-from tests.conftest import record
 
 
 @dataclass
@@ -154,7 +152,9 @@ def test_a_correct_answer_with_separators_is_confirmed_through_verls_agent_loop(
     loop = AgentLoop(verl, tools, limit_of())
     data = loop.new_trajectory(ROW["extra_info"]["tools_kwargs"])
     (message,) = loop.turn(data, tool_call("calc_gsm8k_reward", answer="2,000"))
-    assert message["role"] == "tool" and "reward=1.0" in message["content"]
+    # The default reveal: how the final reward reads it, not whether it is right.
+    assert message["role"] == "tool" and message["content"].startswith("The final reward would read your answer as "
+                                                                       "'2000'")
     assert data.tool_rewards == [0.0]
 
 
@@ -178,7 +178,7 @@ def test_verls_naive_reward_manager_hands_the_tool_rewards_to_the_reward_functio
 
 
 def test_a_wrong_guess_costs_reward_in_the_trajectorys_final_score(verl, build_tools, tmp_path):
-    _, tools = build_tools()
+    _, tools = build_tools(settings_for("dev", {"training": {"answer_tool": {"max_calls": 2}}}))
     loop = AgentLoop(verl, tools, limit_of())
     data = loop.new_trajectory(ROW["extra_info"]["tools_kwargs"])
     loop.turn(data, tool_call("calc_gsm8k_reward", answer="1999"))
@@ -192,12 +192,12 @@ def test_a_wrong_guess_costs_reward_in_the_trajectorys_final_score(verl, build_t
         str(tmp_path / "config" / REWARD_MODULE_FILE), overrides["reward.custom_reward_function.name"])
     # ... called as the naive reward manager calls it: extra_info carries the agent loop's extra fields.
     extra_info = {**ROW["extra_info"], "tool_rewards": data.tool_rewards, "turn_scores": data.turn_scores,
-                  "num_turns": 5, "rollout_reward_scores": {}}
+                  "num_turns": 5, "rollout_reward_scores": {}, "verl_ack_model_text": "... #### 2,000"}
     result = compute_score(data_source=ROW["data_source"], solution_str="... #### 2,000",
                            ground_truth=ROW["reward_model"]["ground_truth"], extra_info=extra_info)
     assert result == {"score": pytest.approx(0.95), "acc": 1.0, "tool_reward": -0.05, "tool_calls": 2.0}
     no_tools = compute_score(data_source=ROW["data_source"], solution_str="#### 7", ground_truth="2000",
-                             extra_info={"tool_rewards": []})
+                             extra_info={"tool_rewards": [], "verl_ack_model_text": "#### 7"})
     assert set(no_tools) == set(result) and no_tools["score"] == 0.0  # the same keys every time, as verl needs
     assert REWARD_FUNCTION == "compute_score"
 
@@ -272,6 +272,7 @@ def test_a_sandbox_outage_reaches_the_model_the_log_and_mlflow_not_just_a_verl_w
         for name, mod in mlflow.modules().items():
             monkeypatch.setitem(sys.modules, name, mod)
         monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.verl.svc.cluster.local:5000")
+        monkeypatch.setenv("MLFLOW_RUN_ID", "trainer-run")  # the entrypoint gives every Ray worker the run's id
         module.STATS.flush()
     (line,) = [r for r in caplog.records if r.name == "verl_ack_tools"]
     assert line.levelno == logging.WARNING
@@ -281,7 +282,7 @@ def test_a_sandbox_outage_reaches_the_model_the_log_and_mlflow_not_just_a_verl_w
     ((exp_id, tags, run_name),) = mlflow.runs
     assert mlflow.experiments == {s.training.project_name: exp_id}
     assert tags["mlflow.parentRunId"] == "trainer-run" and tags["verl_ack.role"] == "agent-tools"
-    assert f"attributes.run_name = '{s.training.experiment_name}'" in mlflow.search[1]
+    assert not hasattr(mlflow, "search")  # the trainer's run is known by id, never searched by name
     assert run_name.startswith(f"{s.training.experiment_name}-tools-")
     ((run_id, metrics, steps),) = mlflow.batches
     assert run_id == "tools-run" and steps == {1}
@@ -422,75 +423,3 @@ def test_an_mcp_error_that_is_not_the_result_json_reaches_the_model_whole(build_
     body = json.dumps({"detail": "claim sandbox: no stock in SandboxSet code-interpreter"})
     assert render(CallToolResult([TextContent(body)], True))[0] == f"error: {body}"
     assert render(CallToolResult([TextContent(json.dumps(["quota exceeded"]))], True))[0] == 'error: ["quota exceeded"]'
-
-
-# --------------------------------------------------------------------------------------------- run identity
-class _Runs:
-    """An MLflow tracking server's runs as close_job_runs reads them (mlflow 3.17.2 MlflowClient)."""
-
-    def __init__(self):
-        self.runs: dict[str, dict] = {}
-
-    def add(self, run_id: str, name: str, tags: dict, status: str = "RUNNING") -> None:
-        self.runs[run_id] = {"name": name, "tags": tags, "status": status, "start": len(self.runs)}
-
-    def modules(self):
-        fake = self
-
-        class Client:
-            def __init__(self, uri):
-                pass
-
-            def get_experiment_by_name(self, name):
-                return types.SimpleNamespace(experiment_id="exp")
-
-            def search_runs(self, experiment_ids, filter_string, max_results, order_by=None):
-                assert "run_name" not in filter_string, "a job's runs are never chosen by name"
-                return [types.SimpleNamespace(info=types.SimpleNamespace(run_id=i),
-                                              data=types.SimpleNamespace(tags=r["tags"]))
-                        for i, r in fake.runs.items() if r["status"] == "RUNNING"]
-
-            def set_terminated(self, run_id, status="FINISHED"):
-                fake.runs[run_id]["status"] = status
-
-        return {"mlflow": types.ModuleType("mlflow"), "mlflow.tracking": types.SimpleNamespace(MlflowClient=Client)}
-
-
-def test_two_jobs_with_the_same_mlflow_names_each_close_only_their_own_tool_runs(build_tools, monkeypatch):
-    # dev and dev-grpo ship the same project/experiment names, and a replaced RayJob keeps them: the first job to
-    # finish once closed the other's live tool run and left its own RUNNING (it picked the newest run by name).
-    module, _ = build_tools()
-    runs = _Runs()
-    for name, mod in runs.modules().items():
-        monkeypatch.setitem(sys.modules, name, mod)
-    tools = {"verl_ack.role": "agent-tools"}
-    runs.add("trainer-a", "exp-n16", {})
-    runs.add("tools-a", "exp-n16-tools-h-1", {**tools, module.JOB_TAG: "verl-grpo-abcde", "mlflow.parentRunId": "trainer-a"})
-    runs.add("trainer-b", "exp-n16", {})  # newer, same name
-    runs.add("tools-b", "exp-n16-tools-h-2", {**tools, module.JOB_TAG: "verl-grpo-fghij", "mlflow.parentRunId": "trainer-b"})
-    assert module.close_job_runs("http://mlflow", "gsm8k", "verl-grpo-abcde") == ["tools-a"]
-    assert runs.runs["tools-a"]["status"] == "KILLED" and runs.runs["tools-b"]["status"] == "RUNNING"
-    assert module.close_job_runs("http://mlflow", "gsm8k", "") == [], "no job identity: close nothing"
-
-
-def test_each_tool_run_is_tagged_with_its_ray_cluster_which_every_ray_container_gets_from_kuberays_label(
-        verl, build_tools, fake_client, monkeypatch):
-    from components.workloads.training.rayjob import RAY_CLUSTER_ENV, RAY_CLUSTER_LABEL
-
-    module, tools = build_tools(client=fake_client)
-    assert module.JOB_ENV == RAY_CLUSTER_ENV
-    rec = record("dev-grpo")
-    for job in rec.by_type("kubernetes:ray.io/v1:RayJob"):
-        for _, group in pod_groups(job.inputs["spec"]):
-            for c in group["template"]["spec"]["containers"]:
-                assert {"name": RAY_CLUSTER_ENV, "valueFrom": {"fieldRef": {
-                    "fieldPath": f"metadata.labels['{RAY_CLUSTER_LABEL}']"}}} in c["env"], job.urn
-    mlflow = FakeMlflow()
-    for name, mod in mlflow.modules().items():
-        monkeypatch.setitem(sys.modules, name, mod)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow")
-    monkeypatch.setenv(RAY_CLUSTER_ENV, "verl-grpo-abcde")
-    run_call(tools["run_code_once"], {"code": "1"})
-    module.STATS.flush()
-    ((_, tags, _),) = mlflow.runs
-    assert tags[module.JOB_TAG] == "verl-grpo-abcde"

@@ -32,6 +32,7 @@ from components.wiring import Scheduling
 from components.workloads.network_policies import RAYJOB_LABEL
 from components.workloads.training.probes import ray_probes
 from components.workloads.training.run_spec import (
+    TERMINATION_GRACE_SECONDS,
     PodWiring,
     RayJobError,
     RunSpec,
@@ -42,7 +43,7 @@ from components.workloads.training.run_spec import (
     shm_gib,
     uses_rdma,
 )
-from components.workloads.training.verl_config import CONFIG_DIR, MCP_DIR
+from components.workloads.training.verl_config import CONFIG_DIR, ENTRYPOINT_MODULE_FILE, MCP_DIR
 
 # What the tests and the plan import from here, computed in run_spec.py.
 __all__ = ["PodWiring", "RayJobError", "RunSpec", "pod_wiring", "run_spec", "runtime_env", "runtime_env_yaml",
@@ -59,8 +60,6 @@ RDMA_RESOURCE = "rdma/hca"
 RDMA_CAPABILITIES = ("IPC_LOCK", "SYS_RESOURCE")
 WORKER_GROUP = "gpu"
 CONFIG_HASH_ANNOTATION = "verl-ack/config-sha256"
-RAY_CLUSTER_LABEL = "ray.io/cluster"  # KubeRay v1.7.0 utils/constant.go RayClusterLabelKey, on every Ray pod
-RAY_CLUSTER_ENV = "VERL_ACK_RAY_CLUSTER"  # agent_tools/verl_ack_tools.py JOB_ENV
 TRAINER_LABELS = {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"}
 # KubeRay release that introduced each submission mode (research notes §1; HTTPMode predates v1.1).
 SUBMISSION_MODE_SINCE = {"K8sJobMode": (0, 0, 0), "HTTPMode": (0, 0, 0), "InteractiveMode": (1, 3, 0),
@@ -128,19 +127,16 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
             "image": spec.image,
             "imagePullPolicy": "IfNotPresent",
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "env": [*({"name": k, "value": v} for k, v in spec.env),
-                    # The Ray cluster KubeRay made for this RayJob (`<rayjob>-<random>`, new per job and per resume):
-                    # the tools tag their MLflow runs with it and the entrypoint closes its own runs by it
-                    # (agent_tools/verl_ack_tools.py JOB_ENV; KubeRay v1.7.0 common/pod.go labelPod).
-                    {"name": RAY_CLUSTER_ENV, "valueFrom": {"fieldRef": {
-                        "fieldPath": f"metadata.labels['{RAY_CLUSTER_LABEL}']"}}}],
+            "env": [{"name": k, "value": v} for k, v in spec.env],
             "volumeMounts": mounts,
             # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
             # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
             "securityContext": security,
             # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
             **(ray_probes(spec.ray_version, head) or {}),
+            **({"lifecycle": entrypoint_pre_stop()} if head else {}),
         }],
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "volumes": volumes,
     }
     if rdma:
@@ -158,6 +154,15 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         },
         "spec": pod,
     }
+
+
+def entrypoint_pre_stop() -> dict:
+    """The head container's preStop hook. KubeRay deletes a suspended or deadline-expired job's RayCluster without
+    stopping the Ray job (rayjob_controller.go v1.7.0: "KubeRay doesn't stop the Ray job before suspending"), and a
+    deleted pod's entrypoint is then SIGKILLed with the job supervisor. The hook runs first: it signals the
+    entrypoint, which stops verl and ends the job's runs KILLED, and waits for it (within
+    terminationGracePeriodSeconds)."""
+    return {"preStop": {"exec": {"command": ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}", "--stop"]}}}
 
 
 def _ray_start_params(spec: RunSpec, cpus: int) -> dict[str, str]:

@@ -20,7 +20,13 @@ from components.config import Settings
 from components.model.layout import Layout, check_layout
 from components.model.wait import derived_pre_running_deadline_seconds, pre_running_wait
 from components.wiring import Scheduling, tracking_uri
-from components.workloads.training.verl_config import CONFIG_DIR, config_files, config_sha256, entrypoint
+from components.workloads.training.verl_config import (
+    CONFIG_DIR,
+    STOP_GRACE_SECONDS,
+    config_files,
+    config_sha256,
+    entrypoint,
+)
 from components.workloads.training.volumes import OssVolume, oss_volumes
 
 SHM_MAX_GIB = 64
@@ -123,10 +129,20 @@ def uses_rdma(s: Settings, layout: Layout) -> bool:
     return s.gpu_pool.kind == "lingjun" and layout.nodes > 1
 
 
+# Seconds Ray's job supervisor waits between the stop signal (SIGTERM to every process of the entrypoint: `ray job
+# stop`, and KubeRay's StopJob when a running RayJob is deleted) and SIGKILL (RAY_JOB_STOP_WAIT_TIME_S, default 3:
+# ray/dashboard/modules/job/job_supervisor.py). The entrypoint needs its stop grace plus the MLflow close-up; both
+# stay under the pods' terminationGracePeriodSeconds, which bounds the preStop hook (rayjob.py).
+STOP_WAIT_SECONDS = STOP_GRACE_SECONDS + 10
+TERMINATION_GRACE_SECONDS = STOP_WAIT_SECONDS + 5
+
+
 def container_env(s: Settings) -> tuple[tuple[str, str], ...]:
     env = {
         # Warnings only; NCCL_DEBUG=INFO is the first thing to set (job.env) when a multi-node run hangs.
         "NCCL_DEBUG": "WARN",
+        # Read by the job supervisor actor, which inherits the head container's environment.
+        "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_SECONDS),
     }
     uri = tracking_uri(s)
     if uri:

@@ -1,11 +1,14 @@
-"""The RayJob entrypoint run for real through the shells it passes, with stub commands in place of verl, the
-preflight and the tools script: verl runs, then the tool runs' close-up, and the job ends with verl's exit code.
+"""The RayJob entrypoint run for real through the shells and the `ray job submit` joins it passes, with the job's
+own entrypoint program (agent_tools/verl_ack_entrypoint.py, from the generated ConfigMap) and stub commands in place
+of verl and the preflight: verl runs as the program's child and the job ends with verl's exit code, whichever way
+Ray quotes.
 
 The two shells as KubeRay v1.7.0 and Ray build them: the submitter container runs `/bin/bash -ce -- "<cmd>"` where
 <cmd> is `ray job submit ... -- <entrypoint> ;` joined with spaces (rayjob_controller.go
 `configureSubmitterContainer`, common/job.go `BuildJobSubmitCommand`); `ray job submit` joins the words it
-receives with `subprocess.list2cmdline` and the job supervisor runs that string with `shell=True`. In HTTPMode the
-operator posts the string itself, so only Ray's shell reads it.
+receives with `subprocess.list2cmdline` up to Ray 2.55 and with `shlex.join` from 2.56 (ray/dashboard/modules/job/
+cli.py), and the job supervisor runs that string with `shell=True`. In HTTPMode the operator posts the string
+itself, so only Ray's shell reads it.
 """
 
 from __future__ import annotations
@@ -18,48 +21,54 @@ from pathlib import Path
 
 import pytest
 
-from components.workloads.training.verl_config import CONFIG_DIR, TOOL_CONFIG_FILE, TOOLS_MODULE_FILE
-from tests.components.workloads.training.test_rayjob import build
+from components.workloads.training.verl_config import CONFIG_DIR, ENTRYPOINT_MODULE_FILE
+from tests.agent_tools.harness import write_config_map
+from tests.components.workloads.training.test_rayjob import build, settings_for
 
-CLOSE_RUNS = f"{CONFIG_DIR}/{TOOLS_MODULE_FILE} --close-runs {CONFIG_DIR}/{TOOL_CONFIG_FILE}"
+ENTRY = f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}"
 
-# Stands in for the image's python3: records each call; verl exits with $VERL_RC; the preflight exits with
-# $PREFLIGHT_RC when that is set, else execs the command after its `--` as the real one does; the tools script's
-# close-up exits 7, which must not become the job's code.
-PYTHON3 = r"""#!/bin/bash
+# Stands in for the image's python3: records each call; runs the job's entrypoint program (the ConfigMap's copy) with
+# the real interpreter; verl exits with $VERL_RC; the preflight exits with $PREFLIGHT_RC when that is set, else
+# execs the command after its `--` as the real one does.
+PYTHON3 = rf"""#!/bin/bash
 echo "$*" >> "$CALLS"
+if [ "$1" = "{ENTRY}" ]; then shift; exec "{sys.executable}" "$CONFIG_COPY/{ENTRYPOINT_MODULE_FILE}" "$@"; fi
 if [ "$1 $2" = "-m verl.trainer.main_ppo" ]; then exit "$VERL_RC"; fi
 if [ "$1 $2" = "-m verl_ack_preflight" ]; then
   if [ -n "$PREFLIGHT_RC" ]; then exit "$PREFLIGHT_RC"; fi
   while [ "$1" != "--" ]; do shift; done; shift; exec "$@"
 fi
-case "$1 $2" in *verl_ack_tools.py\ --close-runs) exit 7;; esac
 echo "unexpected python3 call: $*" >&2; exit 99
 """
 
-# Stands in for `ray job submit --no-wait ... -- <words>`: what Ray's CLI and job supervisor do with the words.
+# Stands in for `ray job submit --no-wait ... -- <words>`: what Ray's CLI (either join) and job supervisor do.
 RAY = f"""#!{sys.executable}
-import os, subprocess, sys
+import os, shlex, subprocess, sys
 words = sys.argv[1:]
-entrypoint = subprocess.list2cmdline(words[words.index("--") + 1:])
+join = subprocess.list2cmdline if os.environ["RAY_JOIN"] == "list2cmdline" else shlex.join
+entrypoint = join(words[words.index("--") + 1:])
 rc = subprocess.run(entrypoint, shell=True).returncode
 open(os.environ["JOB_RC"], "w").write(str(rc))
 """
 
+JOINS = ["list2cmdline", "shlex.join"]
 
-def _shims(tmp_path: Path) -> dict[str, str]:
+
+def _shims(tmp_path: Path, stack: str, join: str) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, text in (("python3", PYTHON3), ("ray", RAY)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(stat.S_IRWXU)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"),
-            "JOB_RC": str(tmp_path / "job_rc")}
+    config = write_config_map(tmp_path, settings_for(stack)).parent
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return {**env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"),
+            "JOB_RC": str(tmp_path / "job_rc"), "CONFIG_COPY": str(config), "RAY_JOIN": join}
 
 
-def _run(tmp_path: Path, manifest: dict, verl_rc: int, preflight_rc: str = "") -> tuple[int, list[str]]:
+def _run(tmp_path: Path, stack: str, manifest: dict, verl_rc: int, join: str, preflight_rc: str = ""):
     """The job's exit code as Ray records it, and the python3 calls in order."""
-    env = {**_shims(tmp_path), "VERL_RC": str(verl_rc), "PREFLIGHT_RC": preflight_rc}
+    env = {**_shims(tmp_path, stack, join), "VERL_RC": str(verl_rc), "PREFLIGHT_RC": preflight_rc}
     entry = manifest["spec"]["entrypoint"]
     if manifest["spec"]["submissionMode"] == "HTTPMode":
         rc = subprocess.run(entry, shell=True, env=env).returncode
@@ -71,37 +80,45 @@ def _run(tmp_path: Path, manifest: dict, verl_rc: int, preflight_rc: str = "") -
     return rc, (tmp_path / "calls").read_text().splitlines()
 
 
+def test_both_joins_of_ray_job_submit_give_the_program_the_same_words():
+    _, manifest = build("multinode")
+    words = manifest["spec"]["entrypoint"].split(" ")
+    assert subprocess.list2cmdline(words) == __import__("shlex").join(words) == manifest["spec"]["entrypoint"]
+
+
+@pytest.mark.parametrize("join", JOINS)
 @pytest.mark.parametrize("verl_rc", [0, 1, 134])
 @pytest.mark.parametrize("mode", ["SidecarMode", "K8sJobMode", "HTTPMode"])
-def test_the_entrypoint_runs_verl_then_closes_the_tool_runs_and_ends_with_verls_code(tmp_path, mode, verl_rc):
+def test_the_entrypoint_runs_verl_as_its_child_and_ends_with_verls_code(tmp_path, mode, verl_rc, join):
     _, manifest = build("dev", {"job": {"submission_mode": mode}})
-    rc, calls = _run(tmp_path, manifest, verl_rc)
+    rc, calls = _run(tmp_path, "dev", manifest, verl_rc, join)
     assert rc == verl_rc
-    assert [c.split(" ")[:2] for c in calls] == [["-m", "verl.trainer.main_ppo"], CLOSE_RUNS.split(" ")[:2]]
-    assert calls[1] == CLOSE_RUNS
-    # verl got exactly its own words: nothing of the close-up leaked into its command line.
-    assert calls[0].endswith("trainer.default_local_dir=/mnt/oss/checkpoints/gsm8k-tool-agent/"
-                             "qwen2.5-3b-grpo-tool-agent-n16")
+    assert [c.split(" ")[:2] for c in calls] == [[ENTRY, "--tool-config=/etc/verl-ack/config/tool_config.yaml"],
+                                                ["-m", "verl.trainer.main_ppo"]]
+    # verl got exactly its own words (no tracking server here, so nothing is appended).
+    assert calls[1] == manifest["spec"]["entrypoint"].split(" -- python3 ", 1)[1]
 
 
+@pytest.mark.parametrize("join", JOINS)
 @pytest.mark.parametrize("verl_rc", [0, 1])
-def test_behind_the_preflight_verl_still_runs_by_exec_and_the_close_up_follows(tmp_path, verl_rc):
+def test_behind_the_preflight_verl_still_runs_by_exec(tmp_path, verl_rc, join):
     _, manifest = build("multinode")
-    rc, calls = _run(tmp_path, manifest, verl_rc)
+    rc, calls = _run(tmp_path, "multinode", manifest, verl_rc, join)
     assert rc == verl_rc
-    assert [c.split(" ")[:2] for c in calls] == [["-m", "verl_ack_preflight"], ["-m", "verl.trainer.main_ppo"],
-                                                CLOSE_RUNS.split(" ")[:2]]
+    assert [c.split(" ")[:2] for c in calls][1:] == [["-m", "verl_ack_preflight"], ["-m", "verl.trainer.main_ppo"]]
 
 
-def test_a_failed_preflight_never_starts_verl_and_the_job_ends_with_the_preflights_code(tmp_path):
+@pytest.mark.parametrize("join", JOINS)
+def test_a_failed_preflight_never_starts_verl_and_the_job_ends_with_the_preflights_code(tmp_path, join):
     _, manifest = build("multinode")
-    rc, calls = _run(tmp_path, manifest, 0, preflight_rc="1")
+    rc, calls = _run(tmp_path, "multinode", manifest, 0, join, preflight_rc="1")
     assert rc == 1
-    assert [c.split(" ")[:2] for c in calls] == [["-m", "verl_ack_preflight"], CLOSE_RUNS.split(" ")[:2]]
+    assert [c.split(" ")[:2] for c in calls][1:] == [["-m", "verl_ack_preflight"]]
 
 
-def test_without_mlflow_there_are_no_tool_runs_and_the_entrypoint_is_verl_alone(tmp_path):
-    _, manifest = build("dev", {"tracking": {"enabled": False}, "training": {"logger": ["console"]}})
-    assert "--close-runs" not in manifest["spec"]["entrypoint"]
-    rc, calls = _run(tmp_path, manifest, 3)
-    assert rc == 3 and len(calls) == 1
+def test_without_mlflow_the_program_gets_no_tool_config(tmp_path):
+    s = {"tracking": {"enabled": False}, "training": {"logger": ["console"]}}
+    _, manifest = build("dev", s)
+    assert "--tool-config" not in manifest["spec"]["entrypoint"]
+    rc, calls = _run(tmp_path, "dev", manifest, 3, "shlex.join")
+    assert rc == 3 and len(calls) == 2

@@ -15,8 +15,15 @@ from components.workloads.training.verl_config import (
 from tests.components.workloads.training.test_rayjob import build
 
 
-def _preflight_args(manifest: dict):
+def child(manifest: dict) -> list[str]:
+    """What the entrypoint program runs as its child (the words after its `--`)."""
     words = shlex.split(manifest["spec"]["entrypoint"])
+    assert words[:2] == ["python3", f"{CONFIG_DIR}/verl_ack_entrypoint.py"]
+    return words[words.index("--") + 1:]
+
+
+def _preflight_args(manifest: dict):
+    words = child(manifest)
     assert words[:3] == ["python3", "-m", "verl_ack_preflight"]
     args, then = pf.parse_args(words[3:])
     return args, then
@@ -36,7 +43,7 @@ def test_multinode_runs_the_preflight_across_both_nodes_then_verl():
 def test_the_module_reaches_the_ray_pods_in_the_configmap_on_their_pythonpath(stack_name):
     s, manifest = build(stack_name)
     files = config_files(s)
-    runs = manifest["spec"]["entrypoint"].startswith("python3 -m verl_ack_preflight")
+    runs = child(manifest)[:3] == ["python3", "-m", "verl_ack_preflight"]
     assert (PREFLIGHT_MODULE_FILE in files) == runs, stack_name
     if runs:
         assert files[PREFLIGHT_MODULE_FILE] == PREFLIGHT_SOURCE.read_text()
@@ -45,7 +52,7 @@ def test_the_module_reaches_the_ray_pods_in_the_configmap_on_their_pythonpath(st
 
 def test_a_single_node_stack_starts_verl_directly_unless_asked():
     _, manifest = build("dev")
-    assert manifest["spec"]["entrypoint"].startswith("python3 -m verl.trainer.main_ppo")
+    assert child(manifest)[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     _, forced = build("dev", {"training": {"preflight": {"enabled": True, "min_busbw_gbps": 0}}})
     args, _ = _preflight_args(forced)
     assert args.nodes == 1 and args.min_busbw_gbps == 0

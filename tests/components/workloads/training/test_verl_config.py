@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+from components.config import REPO_ROOT
 from components.model.layout import resolve_layout
 from components.wiring import dataset_files, mcp_url, model_cache_key
 from components.workloads.training.verl_config import (
@@ -69,8 +70,8 @@ def compose_job(tmp_path: Path, s, extra: list[str] = ()):
     """What main_ppo does with the ConfigMap: --config-path=<dir> --config-name=verl_ack_trainer <overrides>."""
     (tmp_path / TRAINER_FILE).write_text(config_files(s)[TRAINER_FILE])
     words = shlex.split(entrypoint(s, resolve_layout(s)))
-    words = words[words.index("--") + 1:] if "--" in words else words  # the verl command behind the preflight
-    words = words[:words.index(";")] if ";" in words else words  # before the tool runs' close-up
+    # The verl command: after the entrypoint program's `--` and, when it runs, the preflight's.
+    words = words[len(words) - words[::-1].index("--"):]
     assert words[:5] == ["python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
                          f"--config-name={TRAINER_CONFIG_NAME}"]
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
@@ -92,13 +93,15 @@ def test_trainer_file_extends_verls_own_ppo_trainer_from_the_installed_package()
     assert (VERL / "trainer" / "config" / "ppo_trainer.yaml").is_file()
     assert yaml.safe_load(config_files(settings_for("dev"))[TRAINER_FILE]) == trainer_config(settings_for("dev"))
     with_lists = trainer_config(settings_for("dev"))
-    for key, _ in list_overrides(settings_for("dev")):  # the settings add only the list-valued keys
+    for key, _ in list_overrides(settings_for("dev")):  # the settings add only the list- and mapping-valued keys
         *parents, leaf = key.split(".")
-        node = with_lists
+        nodes = [with_lists]
         for part in parents:
-            node = node[part]
-        del node[leaf]
-    with_lists["actor_rollout_ref"].pop("actor")
+            nodes.append(nodes[-1][part])
+        del nodes[-1][leaf]
+        for parent, part, node in reversed(list(zip(nodes[:-1], parents, nodes[1:], strict=True))):
+            if not node:
+                del parent[part]  # a section the settings alone put there
     assert with_lists == doc
 
 
@@ -196,6 +199,9 @@ def test_the_reward_function_and_the_tool_response_limit_reach_verl(tmp_path, ve
     cfg = compose_job(tmp_path, s)
     assert cfg.reward.custom_reward_function.path == f"{CONFIG_DIR}/{REWARD_MODULE_FILE}"
     assert cfg.reward.custom_reward_function.name == REWARD_FUNCTION
+    # The scoring mode reaches the function as verl's get_custom_reward_fn passes reward_kwargs.
+    assert dict(cfg.reward.custom_reward_function.reward_kwargs) == {"gsm8k_method": s.training.gsm8k_scoring}
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path == f"{CONFIG_DIR}/agent_loops.yaml"
     assert cfg.actor_rollout_ref.rollout.multi_turn.max_tool_response_length == s.training.max_tool_response_chars
     (_, code) = tool_config(s)["tools"]
     assert code["config"]["max_response_chars"] == s.training.max_tool_response_chars
@@ -263,7 +269,7 @@ def test_every_override_is_one_shell_safe_word(stack_name):
     s = settings_for(stack_name)
     words = verl_command(s, resolve_layout(s))
     line = " ".join(words)
-    assert entrypoint(s, resolve_layout(s)).startswith(line + (" " if s.tracking.enabled else ""))
+    assert entrypoint(s, resolve_layout(s)).endswith(" -- " + line)  # the entrypoint program's child
     assert shlex.split(line) == words
     assert not set(line) & set("'\"$`;&|<>(){}*?~\\#!")
 
@@ -379,7 +385,10 @@ def test_the_mcp_servers_file_is_valid_json_for_fastmcp_without_auth_token(stack
 def test_the_config_map_holds_no_secret_and_ships_the_tool_module():
     s = settings_for("dev")
     files = config_files(s)
-    assert set(files) == {TRAINER_FILE, TOOL_CONFIG_FILE, TOOLS_MODULE_FILE, REWARD_MODULE_FILE}
+    assert set(files) == {TRAINER_FILE, TOOL_CONFIG_FILE, TOOLS_MODULE_FILE, REWARD_MODULE_FILE,
+                          "verl_ack_agent_loop.py", "agent_loops.yaml", "verl_ack_entrypoint.py"}
+    for name in ("verl_ack_agent_loop.py", "verl_ack_entrypoint.py"):
+        assert files[name] == (REPO_ROOT / "agent_tools" / name).read_text()
     assert files[TOOLS_MODULE_FILE] == TOOLS_SOURCE.read_text()
     assert files[REWARD_MODULE_FILE] == REWARD_SOURCE.read_text()
     configs = files[TRAINER_FILE] + files[TOOL_CONFIG_FILE]
