@@ -18,6 +18,7 @@ from components.config.cloud import (
     addon_version_tuple,
 )
 from components.config.estimates import CostSettings, LatencySettings
+from components.config.exposure import secret_value_problems, system_namespace_problem, world_open_problems
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.sandbox import SandboxSettings, manager_image_problem
@@ -333,6 +334,49 @@ class Settings(Strict):
             if name == other:
                 raise ValueError(f"job.ray_namespace {name!r} is {field}: the privileged Ray namespace must hold the "
                                  "Ray pods only; pick another name")
+        return self
+
+    @model_validator(mode="after")
+    def _no_world_open_cidrs(self) -> Settings:
+        """The admit lists open ports that carry no authentication: they may name VPC-internal sources only."""
+        problems = world_open_problems(
+            "job.host_network_cidrs", self.job.host_network_cidrs,
+            "the MLflow and Ray NetworkPolicies admit these sources to MLflow and the Ray pods")
+        if self.gpu_pool.lingjun is not None:
+            problems += world_open_problems(
+                "gpu_pool.lingjun.ray_admit_cidrs", self.gpu_pool.lingjun.ray_admit_cidrs,
+                "the security group accepts them on the Ray head's unauthenticated job API (8265), GCS (6379) and "
+                "client port (10001) ahead of its drop rule")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _no_system_namespace(self) -> Settings:
+        """The stack's namespaces are its own: labelled, filled and deleted by the program."""
+        # The default Ray namespace, `<job.namespace>-ray`, is as safe as job.namespace is.
+        for field, name in (("job.namespace", self.job.namespace), ("job.ray_namespace", self.job.ray_namespace),
+                            ("sandbox.namespace", self.sandbox.namespace)):
+            if name and (problem := system_namespace_problem(field, name)):
+                raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _no_secret_in_tags(self) -> Settings:
+        """The plaintext-secret rule of job.env, for the tags every taggable resource and the plan carry."""
+        problems = [p for key, value in self.tags.items()
+                    for p in secret_value_problems(f"tags.{key}", (key, value))]
+        if problems:
+            raise ValueError(problems[0])
+        return self
+
+    @model_validator(mode="after")
+    def _queue_teams_are_the_platforms(self) -> Settings:
+        """queue.teams renders the platform's quota tree; an experiment's copy would be read by nothing."""
+        if self.kind == "experiment" and self.queue.teams:
+            raise ValueError("queue.teams is the platform's quota tree (kind: platform renders it); an experiment's "
+                             "teams are read by nothing, so a quota written here never applies: remove queue.teams "
+                             "and set the team's quota in the platform's stack file")
         return self
 
     @model_validator(mode="after")
