@@ -49,6 +49,7 @@ try:
     from components.config.loading import StackFileNotFound, missing_stack_message, stack_name
     from components.config.sharing import experiment_on_platform_problems
     from components.model import parse_settings
+    from components.wiring import ray_namespace
     from offline import day2
     from offline.engine import SECRET, Recording, StackOutputs, run_program
     from offline.report import plan_sections
@@ -304,7 +305,7 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
         raise problem("gpu_pool differs from the platform's, which owns the pool (gpu_pool.owner: platform): the layout "
                       "and the verl command are sized from this file, the nodes are the platform's; copy the "
                       "platform's gpu_pool section")
-    if pair := experiment_on_platform_problems(platform_settings, settings):
+    if pair := experiment_on_platform_problems(platform_settings, settings, ray_namespace(settings)):
         raise SettingsError([Problem(field=f, message=f"{m} (platform {settings.platform_stack})") for f, m in pair])
     config, secret_keys, _ = stack_config(path, secret_values)
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=name)

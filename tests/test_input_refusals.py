@@ -18,6 +18,7 @@ from components.config import SETTINGS_KEY, STACKS_DIR, Settings, SettingsError
 from components.config.exposure import ADDON_NAMESPACES, outside_private_ranges
 from components.config.sharing import experiment_on_platform_problems
 from components.model import parse_settings
+from components.wiring import ray_namespace
 from tests.conftest import stack_settings
 
 PLATFORM, EXPERIMENT = "dev-platform", "dev-grpo"
@@ -133,15 +134,19 @@ def _pair(platform_over: dict | None = None, experiment_over: dict | None = None
             Settings.model_validate(stack_settings(EXPERIMENT, experiment_over)))
 
 
+def problems(platform, experiment):
+    return experiment_on_platform_problems(platform, experiment, ray_namespace(experiment))
+
+
 def test_the_shipped_pairs_match_their_platform():
-    assert experiment_on_platform_problems(*_pair()) == []
+    assert problems(*_pair()) == []
     sweep = Settings.model_validate(stack_settings("dev-sweep"))
-    assert experiment_on_platform_problems(_pair()[0], sweep) == []
+    assert problems(_pair()[0], sweep) == []
 
 
 def test_a_team_quota_smaller_than_the_experiments_job_is_refused():
     platform, experiment = _pair({"queue": {"teams": {"verl-dev-grpo": {"gpus": 4, "min_gpus": 4}}}})
-    [(field, message)] = experiment_on_platform_problems(platform, experiment)
+    [(field, message)] = problems(platform, experiment)
     assert field == "job.namespace"
     assert "queue.teams.verl-dev-grpo.gpus) is 4 GPUs but this experiment's RayJob needs 8" in message
 
@@ -154,7 +159,7 @@ def test_a_team_quota_smaller_than_the_experiments_job_is_refused():
 ])
 def test_an_experiment_whose_queue_or_logs_differ_from_its_platform_is_refused(over, field):
     platform, experiment = _pair(experiment_over=over)
-    assert [f for f, _ in experiment_on_platform_problems(platform, experiment)] == [field]
+    assert [f for f, _ in problems(platform, experiment)] == [field]
 
 
 def test_plan_refuses_the_pair_naming_the_field(tmp_path, capsys, monkeypatch):
@@ -209,3 +214,9 @@ def test_teardown_destroy_without_the_pulumi_cli_says_what_to_install_and_touche
     [line] = lines
     assert "no `pulumi` CLI is on PATH" in line and f"--version {teardown.PULUMI_VERSION}" in line
     assert "nothing copied or destroyed" in line
+
+
+def test_the_quota_checked_is_the_one_of_the_namespace_the_rayjob_queues_in():
+    platform, experiment = _pair({"queue": {"teams": {"verl-dev-grpo-ray": {"gpus": 4}}}})
+    [(field, message)] = experiment_on_platform_problems(platform, experiment, "verl-dev-grpo-ray")
+    assert field == "job.ray_namespace" and "queue.teams.verl-dev-grpo-ray.gpus) is 4 GPUs" in message

@@ -966,3 +966,9 @@ def test_the_multinode_ray_pods_keep_the_host_network_only_in_their_privileged_n
         if r["type"] == "kubernetes:core/v1:Namespace":
             r["props"]["metadata"]["labels"][policy_exposure.PSA_ENFORCE] = "restricted"
     assert {p for p, _, _ in run_pack(resources, outputs)["mandatory"]} == {"no-host-access"}
+
+
+def test_docs_policy_md_lists_every_policy_with_its_level():
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| \**(mandatory|advisory)\**", (REPO / "docs" / "policy.md").read_text(),
+                           re.MULTILINE))
+    assert rows == {p.name: p.enforcement_level.value for p in pack.POLICIES}

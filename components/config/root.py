@@ -68,7 +68,10 @@ class Settings(Strict):
     region: RegionId = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
     zones: list[ZoneId] = Field(
         min_length=1, max_length=16, description="Zones of the node vSwitches; the GPU zone first is usual.")
-    tags: dict[TagKey, TagValue] = Field(default_factory=dict, description="Extra cost tags on every taggable cloud resource.")
+    tags: dict[TagKey, TagValue] = Field(
+        default_factory=dict, description="Extra cost tags on every taggable cloud resource. A key or value shaped like "
+        "a credential (an AccessKey id, a token, a private key) is refused: tags are plaintext on every resource, in "
+        "the state and in the plan.")
     ttl_hours: int | None = Field(
         None, ge=1, le=87600, description="Hours after the last deploy when the scheduled teardown may destroy this stack.")
     deploy_on_merge: bool = Field(False, description="`pulumi up` this stack when a PR touching it merges to main.")

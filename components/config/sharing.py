@@ -121,10 +121,12 @@ class SweepSettings(Strict):
         return self
 
 
-def experiment_on_platform_problems(platform: Any, experiment: Any) -> list[tuple[str, str]]:
+def experiment_on_platform_problems(platform: Any, experiment: Any, queue_namespace: str) -> list[tuple[str, str]]:
     """(field, message) for an experiment whose queue or log settings its platform does not match, or whose job
-    its team's quota can never admit. Both are validated Settings (root.py); plan.py calls this when it renders an
-    experiment's platform, the one place both files are read."""
+    its team's quota can never admit. Both are validated Settings (root.py); `queue_namespace` is the namespace
+    of the experiment's RayJob, the quota leaf it queues in (components/wiring.py ray_namespace: job.namespace, or
+    the privileged Ray namespace of a multi-node Lingjun job). plan.py calls this when it renders an experiment's
+    platform, the one place both files are read."""
     problems: list[tuple[str, str]] = []
     pq, eq = platform.queue, experiment.queue
     if pq.enabled != eq.enabled:
@@ -134,10 +136,11 @@ def experiment_on_platform_problems(platform: Any, experiment: Any) -> list[tupl
                 "an unqueued RayJob starts at once, bypassing the team quotas, and can hold part of the pool while "
                 "a queued job holds the rest") + f"; set queue.enabled: {pq.enabled} here (both stacks say the same)")))
     gpus = experiment.gpu_pool.nodes * experiment.gpu_pool.gpus_per_node
-    team = pq.teams.get(experiment.job.namespace) if pq.enabled and eq.enabled else None
+    team = pq.teams.get(queue_namespace) if pq.enabled and eq.enabled else None
     if team is not None and team.gpus < gpus:
-        problems.append(("job.namespace", (
-            f"the platform's quota for team {experiment.job.namespace!r} (queue.teams.{experiment.job.namespace}.gpus) "
+        field = "job.namespace" if queue_namespace == experiment.job.namespace else "job.ray_namespace"
+        problems.append((field, (
+            f"the platform's quota for team {queue_namespace!r} (queue.teams.{queue_namespace}.gpus) "
             f"is {team.gpus} GPUs but this experiment's RayJob needs {gpus} (gpu_pool.nodes x gpus_per_node), all at "
             "once: the queue would never admit it; raise the team's gpus in the platform's stack file or shrink the "
             "job")))

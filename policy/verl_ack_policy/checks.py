@@ -112,9 +112,10 @@ SECRET_VALUE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     # scheme://user:password@host (postgresql://, mysql://, redis://, https://): the password is in the value,
     # whatever the key; a password that is only a variable ($(PW), ${PW}) is filled in at run time.
     ("a URL with a password", re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?!\$[({]?[A-Za-z_])[^\s/@]+@")),
-    # An AccessKey secret is 30 letters and digits (RAM console, "Create an AccessKey pair"); as a whole value with
-    # upper- and lower-case letters and digits it is one, whatever key it hides under (a hash is hex, a name has
-    # separators).
+    # An AccessKey secret is 30 letters and digits: no Alibaba page states the length, secret scanners do (gitleaks'
+    # rule alibaba-secret-key, [a-z0-9]{30} case-insensitive; docs/uncertain-facts.md). As a whole value mixing
+    # upper- and lower-case letters and digits it is taken for one whatever key it hides under (a hash is hex, a
+    # name has separators).
     ("an Alibaba Cloud AccessKey secret",
      re.compile(r"^(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{30}$")),
 )

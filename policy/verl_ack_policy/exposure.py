@@ -198,17 +198,21 @@ def check_ram_least_privilege(resource_type: str, props: Mapping[str, Any]) -> l
 
 # ============================================================================================== Services
 SERVICE = "kubernetes:core/v1:Service"
-# The cloud controller manager's annotation for the CLB/NLB address type: `internet` (its default) or `intranet`
-# (Alibaba Cloud, "Add annotations to the YAML file of a Service to configure CLB instances").
+# The cloud controller manager's annotation for the CLB address type: `internet` (its default) or `intranet`; the
+# older `alicloud-` prefix is still honoured (Alibaba Cloud ACK, "Configure a Classic Load Balancer by using
+# annotations", https://www.alibabacloud.com/help/en/ack/ack-managed-and-ack-dedicated/user-guide/add-annotations-to-the-yaml-file-of-a-service-to-configure-clb-instances).
 ADDRESS_TYPE = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type"
+LEGACY_ADDRESS_TYPE = "service.beta.kubernetes.io/alicloud-loadbalancer-address-type"
 
 
 def check_load_balancer_service(props: Mapping[str, Any], allow_internet: bool = False) -> list[str]:
     """A LoadBalancer Service is intranet unless allowed: without the annotation the CCM buys an internet CLB."""
     if dig(props, "spec", "type") != "LoadBalancer" or allow_internet:
         return []
-    address = dig(props, "metadata", "annotations", ADDRESS_TYPE)
-    if is_unknown(address) or address == "intranet":
+    annotations = dig(props, "metadata", "annotations")
+    annotations = annotations if isinstance(annotations, Mapping) else {}
+    address = annotations.get(ADDRESS_TYPE, annotations.get(LEGACY_ADDRESS_TYPE))
+    if is_unknown(address) or is_unknown(annotations) or address == "intranet":
         return []
     return [f"a LoadBalancer Service with {ADDRESS_TYPE}={address!r} gets an internet-facing load balancer: set it to "
             "intranet, use a ClusterIP Service, or allow it in the policy config (allowInternet)"]
