@@ -269,7 +269,7 @@ def test_the_fork_comment_relay_runs_no_pr_code_and_holds_no_credentials():
     doc = DOCS["pr-comment.yml"]
     assert doc["on"] == {"workflow_run": {"workflows": ["pr"], "types": ["completed"]}}
     (job,) = doc["jobs"].values()
-    assert job["permissions"] == {"actions": "read", "pull-requests": "write"}
+    assert job["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "write"}
     text = yaml.safe_dump(doc)
     assert "actions/checkout" not in text and "secrets." not in text and not job.get("environment")
     assert "head_repository.full_name != github.repository" in job["if"]  # same-repo PRs comment themselves
