@@ -972,3 +972,19 @@ def test_docs_policy_md_lists_every_policy_with_its_level():
     rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| \**(mandatory|advisory)\**", (REPO / "docs" / "policy.md").read_text(),
                            re.MULTILINE))
     assert rows == {p.name: p.enforcement_level.value for p in pack.POLICIES}
+
+
+@pytest.mark.parametrize("token, prop", [
+    (policy_exposure.OSS_BUCKET_POLICY, "policy"), (checks.OSS_BUCKET, "policy"),
+    (policy_exposure.RAM_POLICY, "policy_document"), (policy_exposure.RAM_POLICY, "document"),
+    *[(t, "policy_name") for t in policy_exposure.ATTACHMENTS],
+    *[(t, "slb_internet_enabled") for t in policy_exposure.CLUSTER_TYPES],
+])
+def test_the_exposure_policies_read_properties_the_installed_pulumi_alicloud_has(token, prop):
+    import pulumi_alicloud
+
+    module = token.split(":")[1].split("/")[0]
+    defining = [f.read_text() for f in (Path(pulumi_alicloud.__file__).parent / module).glob("*.py")
+                if f"'{token}'" in f.read_text()]
+    assert defining, f"{token} is not a resource type of the installed pulumi_alicloud"
+    assert f'__props__.__dict__["{prop}"] = {prop}' in defining[0]
