@@ -686,10 +686,17 @@ def test_a_teardown_that_would_undo_an_owed_deploy_fails_loudly(monkeypatch, cap
     # A queued teardown took the pending slot of a deploy (GitHub cancels the pending job): main has a commit for
     # the stack that never deployed. Destroying would silently undo the merge.
     _fake_repo(monkeypatch, settings={"dev": {"ttl_hours": 24, "deploy_on_merge": True}},
-               pages={"dev": [up_entry(30, OLD)]}, head=NEW, changed=["stacks/Pulumi.dev.yaml"])
+               pages={"dev": [up_entry(30, OLD)]}, head=NEW, changed=["stacks/Pulumi.dev.yaml"], ancestors={(OLD, NEW)})
     assert ci_stacks.main(["teardown-guard", "--stack", "dev"]) == 1
     captured = capsys.readouterr()
     assert "destroy" not in outputs(captured.out) and "a deploy of this stack is owed" in captured.err
+
+
+def test_a_stack_deployed_from_outside_mains_history_owes_main_nothing(monkeypatch, capsys):
+    _fake_repo(monkeypatch, settings={"dev": {"ttl_hours": 24, "deploy_on_merge": True}},
+               pages={"dev": [up_entry(30, "c" * 40)]}, head=NEW, changed=["stacks/Pulumi.dev.yaml"])
+    assert ci_stacks.main(["teardown-guard", "--stack", "dev"]) == 0
+    assert outputs(capsys.readouterr().out) == {"destroy": "true"}
 
 
 def test_an_unreadable_history_inside_the_lock_fails_the_teardown(monkeypatch, capsys):

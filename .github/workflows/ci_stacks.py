@@ -447,7 +447,8 @@ def _run(args: argparse.Namespace, stacks: list[str]) -> int:
         head = _head()
         history = list(_until_decided(_history(args.stack))) if not args.requested else []
         _, deployed = last_deployed_commit(history)
-        owed = None if args.requested else owed_deploy(
+        # A deployed commit main does not descend from (an `up` from another branch) owes nothing to main.
+        owed = None if args.requested or not deployed or not _is_ancestor(deployed, head) else owed_deploy(
             args.stack, deployed, head, lambda a, b: _git_changed(a, b, merge_base=False), stacks)
         destroy, why = teardown_decision(
             requested=args.requested, ttl_hours=settings.get("ttl_hours"), history=history, now=_now(),
