@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup plan plans test lint schemas schema bench clean runtime-check runtime lock torch
+.PHONY: setup plan plans test lint lint-workflows schemas schema bench clean runtime-check runtime lock torch
 
 # The first run downloads ~1 GB of pinned wheels (a few minutes; `make test` adds torch, requirements-torch.txt): each step says what it does, and pip shows
 # one line per package (--progress-bar off keeps CI logs readable; the names show it is moving); when pip fails,
@@ -82,6 +82,19 @@ runtime-check: $(RUNTIME_VENV)/.installed
 
 lint: setup
 	$(PY) -m ruff check .
+
+# The workflows: zizmor's offline audits at its strictest persona (pinned, in a venv of its own; every finding is
+# fixed or carries a `# zizmor: ignore[rule] <why>` comment), then shellcheck (Debian's package; the hosted
+# runners have it) on every `run:` script and the repository's shell scripts (.ci/shellcheck-workflows).
+ZIZMOR := 1.32.0
+ZIZMOR_VENV ?= .venv-zizmor
+
+lint-workflows: setup
+	@$(ZIZMOR_VENV)/bin/zizmor --version 2>/dev/null | grep -qx "zizmor $(ZIZMOR)" || { rm -rf $(ZIZMOR_VENV) && \
+	  python3 -m venv $(ZIZMOR_VENV) && \
+	  $(ZIZMOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "zizmor==$(ZIZMOR)"; }
+	$(ZIZMOR_VENV)/bin/zizmor --offline --persona=auditor .github/workflows/
+	$(PY) .ci/shellcheck-workflows
 
 # CRD schemas for the conformance tests: verified in ../shared/schemas, or downloaded into .cache/schemas.
 schemas:

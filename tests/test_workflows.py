@@ -1040,11 +1040,15 @@ def test_shellcheck_would_catch_an_unquoted_variable_in_a_run_script(tmp_path):
     assert subprocess.run(["shellcheck", "--shell=bash", str(bad)], capture_output=True).returncode != 0
 
 
-def test_ci_runs_zizmor_offline_pinned_in_its_own_venv_and_shellcheck():
+def test_ci_and_pull_requests_run_zizmor_offline_pinned_in_its_own_venv_and_shellcheck():
+    makefile = (REPO / "Makefile").read_text()
+    rule = makefile[makefile.index("lint-workflows: setup"):].split("\n\n")[0]
+    assert re.search(r"^ZIZMOR := \d+\.\d+\.\d+$", makefile, re.MULTILINE) and '"zizmor==$(ZIZMOR)"' in rule
+    assert "zizmor --offline --persona=auditor .github/workflows/" in rule and ".ci/shellcheck-workflows" in rule
     ci = (REPO / ".ci" / "run").read_text()
-    assert re.search(r'pip install .*"zizmor==\d+\.\d+\.\d+"', ci)
-    assert "zizmor --offline --persona=auditor .github/workflows/" in ci
-    assert ".ci/shellcheck-workflows" in ci and "apt-get install -y --no-install-recommends shellcheck" in ci
+    assert "make lint-workflows" in ci and "apt-get install -y --no-install-recommends shellcheck" in ci
+    assert ci.index("make lint-workflows") < ci.index("make test")
+    assert "make lint-workflows" in "\n".join(s.get("run", "") for s in steps(jobs("pr.yml")["test"]))
 
 
 @pytest.mark.parametrize("name", sorted(DOCS))
