@@ -223,14 +223,13 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def _pod_gpus(pod: Mapping[str, Any]) -> int:
+    """GPUs a pod needs on one node: the sum over its containers of each one's limit (an extended resource's
+    request, when given, equals its limit)."""
     total = 0
     for c in pod.get("containers") or []:
         if isinstance(c, Mapping):
-            for section in ("limits", "requests"):
-                n = _as_int(dig(c, "resources", section, GPU_RESOURCE))
-                if n:
-                    total = max(total, n) if section == "requests" else total + n
-                    break
+            n = _as_int(dig(c, "resources", "limits", GPU_RESOURCE))
+            total += n if n is not None else (_as_int(dig(c, "resources", "requests", GPU_RESOURCE)) or 0)
     return total
 
 
