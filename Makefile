@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup plan plans test lint schemas schema bench clean runtime-check torch
+.PHONY: setup plan plans test lint lint-workflows schemas schema bench clean runtime-check runtime lock torch
 
 # The first run downloads ~1 GB of pinned wheels (a few minutes; `make test` adds torch, requirements-torch.txt): each step says what it does, and pip shows
 # one line per package (--progress-bar off keeps CI logs readable; the names show it is moving); when pip fails,
@@ -42,17 +42,36 @@ plan: setup
 plans: setup
 	@for s in $(STACKS); do $(PY) plan.py --stack $$s || exit 1; done
 
-# The Pulumi program and the offline plan with requirements.txt ONLY, which is all Pulumi.yaml's pip toolchain
-# installs for `pulumi up`: an import of a dev-only package fails here instead of at a user's first `pulumi up`.
-# A venv of its own, rebuilt when requirements.txt changes (pip's cache makes that ~20-30 s); every stack is
+# The Pulumi program and the offline plan with requirements.txt ONLY, installed from its hash lock
+# (requirements.lock: every package, transitive ones included, pinned with its PyPI hashes): the very install
+# deploy.yml and teardown.yml run the program from, with the cloud credentials present. Wheels only: no
+# package's build script runs at install time. An import of a dev-only
+# package fails here instead of at a user's first `pulumi up`, and a lock that no longer installs fails CI.
+# A venv of its own, rebuilt when the lock changes (pip's cache makes that ~20-30 s); every stack is
 # rendered into a temporary folder.
 RUNTIME_VENV ?= .venv-runtime
+# pip-tools for `make lock` only, in a throwaway venv (never in the program's).
+PIP_TOOLS := pip-tools==7.6.2
 
-$(RUNTIME_VENV)/.installed: requirements.txt
+$(RUNTIME_VENV)/.installed: requirements.lock
 	rm -rf $(RUNTIME_VENV)
 	python3 -m venv $(RUNTIME_VENV)
-	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+	  --only-binary :all: -r requirements.lock
 	touch $@
+
+runtime: $(RUNTIME_VENV)/.installed
+
+# Regenerate the hash locks after a pin in requirements.txt or policy/requirements.txt moves (PyPI only, Python
+# 3.11 like the workflows): tests/test_workflows.py holds each lock's pins equal to its requirements file.
+lock:
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" && \
+	"$$tmp/bin/pip" install --quiet "$(PIP_TOOLS)" && \
+	for req in requirements.txt policy/requirements.txt; do \
+	  ( cd "$$(dirname $$req)" && PIP_CONFIG_FILE=/dev/null "$$tmp/bin/pip-compile" --quiet --generate-hashes \
+	    --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --index-url https://pypi.org/simple \
+	    --output-file requirements.lock requirements.txt ) || exit 1; \
+	done
 
 runtime-check: $(RUNTIME_VENV)/.installed
 	@out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
@@ -63,6 +82,19 @@ runtime-check: $(RUNTIME_VENV)/.installed
 
 lint: setup
 	$(PY) -m ruff check .
+
+# The workflows: zizmor's offline audits at its strictest persona (pinned, in a venv of its own; every finding is
+# fixed or carries a `# zizmor: ignore[rule] <why>` comment), then shellcheck (Debian's package; the hosted
+# runners have it) on every `run:` script and the repository's shell scripts (.ci/shellcheck-workflows).
+ZIZMOR := 1.32.0
+ZIZMOR_VENV ?= .venv-zizmor
+
+lint-workflows: setup
+	@$(ZIZMOR_VENV)/bin/zizmor --version 2>/dev/null | grep -qx "zizmor $(ZIZMOR)" || { rm -rf $(ZIZMOR_VENV) && \
+	  python3 -m venv $(ZIZMOR_VENV) && \
+	  $(ZIZMOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "zizmor==$(ZIZMOR)"; }
+	$(ZIZMOR_VENV)/bin/zizmor --offline --persona=auditor .github/workflows/
+	$(PY) .ci/shellcheck-workflows
 
 # CRD schemas for the conformance tests: verified in ../shared/schemas, or downloaded into .cache/schemas.
 schemas:

@@ -11,6 +11,10 @@ writes `manifests/` (every Kubernetes object, one YAML file each, numbered in ap
 stack outputs) and `plan.md` (a readable summary). Secret config is replaced by placeholders and
 rendered as `[secret]`; encrypted values in a stack file are never decrypted. Invalid settings exit with
 status 2, list every problem with its field path, and write nothing.
+
+The output folder is replaced whole, so plan.py writes only into a folder that does not exist, is empty, or holds
+a previous plan (its marker file `.verl-ack-plan`); anything else (`--out stacks`, a git checkout, a home
+folder) is refused with exit 2 before the program runs: it never deletes a file it did not write.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ try:
         stack_file,
     )
     from components.config.loading import StackFileNotFound, missing_stack_message, stack_name
+    from components.config.sharing import experiment_on_platform_problems
     from components.experiment import IdentityError, check_experiment_identity
     from components.model import parse_settings
     from components.wiring import ray_namespace
@@ -55,6 +60,31 @@ except ImportError as _missing:  # run outside the project's virtualenv: say wha
     from offline.venv_hint import exit_without_venv
 
     exit_without_venv(_missing, "plan.py")
+
+# The file that marks a folder as plan.py's own: only such a folder (or an empty one) is ever replaced.
+PLAN_MARKER = ".verl-ack-plan"
+# What a plan folder written before the marker existed holds: such a folder (plan.json among them) is one too.
+PLAN_ENTRIES = frozenset({"plan.json", "plan.md", "plan.svg", "dependencies.mmd", "manifests"})
+
+
+class OutFolderRefused(Exception):
+    """--out names a folder plan.py did not write: replacing it would delete someone's files."""
+
+
+def check_out_folder(out: Path) -> None:
+    """Refuse an output folder that holds anything but a previous plan (marker file) or nothing at all."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutFolderRefused(f"--out {out} is not a folder; give a new or empty folder, or a previous plan's")
+    if not out.exists() or (out / PLAN_MARKER).is_file():
+        return
+    entries = {e.name for e in out.iterdir()}
+    if not entries or ("plan.json" in entries and entries <= PLAN_ENTRIES):
+        return
+    raise OutFolderRefused(
+        f"--out {out} is not empty and holds no previous plan (no {PLAN_MARKER} marker); the plan replaces its "
+        "folder whole, so it writes only into a new or empty folder or one a previous plan.py run wrote: give "
+        "another --out (default out/<stack>)")
+
 
 # kubectl-style apply order among objects that do not depend on each other.
 KIND_RANK = {k: i for i, k in enumerate([
@@ -285,6 +315,8 @@ def render_platform(settings, secret_values: dict[str, str] | None = None) -> Pl
                       f"so its queue would never dequeue the job: add `{ns}: {{gpus: N}}` under queue.teams (or to a team's "
                       f"namespaces) in "
                       f"{path.relative_to(REPO)}")
+    if pair := experiment_on_platform_problems(platform_settings, settings, ray_namespace(settings)):
+        raise SettingsError([Problem(field=f, message=f"{m} (platform {settings.platform_stack})") for f, m in pair])
     config, secret_keys, _ = stack_config(path, secret_values)
     recording = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=name)
     return PlatformRun(name, platform_settings, recording, raw)
@@ -354,8 +386,10 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
     recording.platform = platform
     recording.stack_file = path
     sections = plan_sections(settings, recording)
+    check_out_folder(out)
     tmp = Path(tempfile.mkdtemp(prefix=f"plan-{stack}-"))
     try:
+        (tmp / PLAN_MARKER).write_text("Written by plan.py: the next plan of this folder replaces it whole.\n")
         manifests = write_manifests(recording, tmp)
         plan = {
             "stack": stack,
@@ -392,6 +426,7 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
             if f.is_file() and any(n in f.read_text() for n in needles):
                 raise RuntimeError(f"a secret placeholder escaped its secret wrapper into {f.name}; "
                                    "some code unwrapped a secret Output")
+        check_out_folder(out)  # again right before the replace: the folder may have changed while the program ran
         if out.exists():
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -418,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or REPO / "out" / stack
     try:
+        check_out_folder(out)  # before the program runs: a refused folder costs no render
         changes = None
         if args.base_config_file:
             if not args.base_config_file.exists():
@@ -433,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in err.problems:
             print(f"  - {p}", file=sys.stderr)
         return 2
-    except StackFileNotFound as err:
+    except (StackFileNotFound, OutFolderRefused) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # the output folder cannot be written (permissions, a file in the way, a full disk)

@@ -68,9 +68,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 try:
     import alibabacloud_oss_v2 as oss
@@ -102,6 +105,10 @@ from pipeline.oss_client import (
     make_client,
     normalize_prefix,
 )
+
+# The CLI version the install hint names: the pulumi SDK pinned in requirements.txt (the workflows' PULUMI_VERSION).
+_PIN = re.search(r"^pulumi==(\S+)$", (Path(__file__).resolve().parent / "requirements.txt").read_text(), re.MULTILINE)
+PULUMI_VERSION = _PIN[1] if _PIN else "<the pulumi version in requirements.txt>"
 
 
 # ------------------------------------------------------------------------------------------ plan
@@ -206,9 +213,19 @@ def main(
     env: dict[str, str] | None = None,
     log: Callable[[str], None] = print,
     err: Callable[[str], None] = print_error,
+    which: Callable[[str], str | None] = shutil.which,
 ) -> int:
     args = parse_args(argv)
     env = dict(os.environ) if env is None else env
+    # --destroy runs the pulumi CLI (export, unprotect, destroy): without it, say so before anything is copied
+    # or locked, instead of a traceback after the checkpoint is kept. Only the real commands need it.
+    real_cli = destroy is run_destroy or pulumi is run_destroy or state is export_state
+    if args.destroy and not args.dry_run and real_cli and which("pulumi") is None:
+        err(f"error: --destroy runs `pulumi destroy`, and no `pulumi` CLI is on PATH; install it (the version "
+            f"matching requirements.txt: curl -fsSL https://get.pulumi.com | sh -s -- --version {PULUMI_VERSION}, "
+            "then add ~/.pulumi/bin to PATH) and log in to the stack's backend, or leave out --destroy to keep the "
+            "checkpoint only; nothing copied or destroyed")
+        return 2
     try:
         settings = load_stack(args.stack_file)
     except StackError as error:

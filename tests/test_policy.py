@@ -5,6 +5,7 @@ unknown-checking proxy, so preview-time unknowns behave as they will under the C
 from __future__ import annotations
 
 import copy
+import json
 import re
 import runpy
 import sys
@@ -32,6 +33,7 @@ if str(POLICY_DIR) not in sys.path:
     sys.path.insert(0, str(POLICY_DIR))
 
 from verl_ack_policy import checks, pack  # noqa: E402
+from verl_ack_policy import exposure as policy_exposure  # noqa: E402
 
 UNKNOWN = sdk_proxy.UNKNOWN_STRING_VALUE
 HF_TOKEN = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7"
@@ -88,12 +90,24 @@ def test_plain_unwraps_proxies_without_tripping_on_unknown_values():
     assert pack.plain(proxied) == {"spec": {"a": [1, {"b": UNKNOWN}]}, "c": UNKNOWN}
 
 
-def test_policy_names_are_unique_and_all_but_cost_tags_are_mandatory():
+# Advisory only where a shipped stack needs it (each description says why).
+ADVISORY = {"cost-tags", "no-public-api-server", "images-pinned-by-digest"}
+
+
+def test_policy_names_are_unique_and_only_the_three_with_a_reason_are_advisory():
     names = [p.name for p in pack.POLICIES]
     assert len(names) == len(set(names))
     levels = {p.name: p.enforcement_level for p in pack.POLICIES}
-    assert levels.pop("cost-tags") == EnforcementLevel.ADVISORY
-    assert set(levels.values()) == {EnforcementLevel.MANDATORY}
+    assert {n for n, level in levels.items() if level == EnforcementLevel.ADVISORY} == ADVISORY
+    assert {levels[n] for n in set(levels) - ADVISORY} == {EnforcementLevel.MANDATORY}
+
+
+@pytest.mark.parametrize("policy", pack.POLICIES, ids=lambda p: p.name)
+def test_each_policy_says_what_it_guarantees_and_an_advisory_one_why_it_is_not_mandatory(policy):
+    if policy.name in ADVISORY:
+        assert policy.description.startswith("Reports ") and "Advisory: " in policy.description
+    else:
+        assert policy.description.startswith("Guarantees ")
 
 
 @pytest.mark.parametrize("policy", [p for p in pack.POLICIES if p.config_schema], ids=lambda p: p.name)
@@ -702,3 +716,275 @@ def test_a_stack_that_opts_into_a_public_e2b_api_needs_allow_public_and_passes_w
     [(message, _)] = checks.check_e2b_exposure(resources)
     assert "allowPublic" in message
     assert checks.check_e2b_exposure(resources, allow_public=True) == []
+
+
+# ============================================================================================== the whole pack, mutated
+Finding = tuple[str, str, str]  # (policy, urn or "stack", message)
+
+
+def _recorded(stack: str, overrides: dict | None = None) -> tuple[list[dict], dict]:
+    from tests.conftest import record
+
+    recording = record(stack, overrides)
+    resources = [{"type": r.type, "urn": r.urn, "name": r.name, "props": _from_recording(r.inputs),
+                  "deps": {k: list(v) for k, v in r.property_dependencies.items()}} for r in recording.resources]
+    return resources, _from_recording(recording.outputs)
+
+
+def run_pack(resources: list[dict], outputs: dict, config: dict | None = None) -> dict[str, list[Finding]]:
+    """Every policy of the pack through the SDK's own callbacks, as the CLI runs them on `pulumi preview`:
+    resource policies once per resource, stack policies once over all of them (the stack's outputs as the
+    pulumi:pulumi:Stack resource). Findings keyed by enforcement level."""
+    config = config or {}
+    stack_urn = "urn:pulumi:dev::verl-ack::pulumi:pulumi:Stack::verl-ack-dev"
+    everything = resources + [{"type": checks.STACK, "urn": stack_urn, "name": "verl-ack-dev", "props": outputs,
+                               "deps": {}}]
+    sdk = {r["urn"]: stack_resource(r["type"], r["name"], r["props"]) for r in everything}
+    for r in everything:
+        sdk[r["urn"]].urn = r["urn"]
+    for r in everything:
+        sdk[r["urn"]].property_dependencies = {k: [sdk[u] for u in v if u in sdk] for k, v in r["deps"].items()}
+    found: dict[str, list[Finding]] = {"mandatory": [], "advisory": []}
+    for policy in pack.POLICIES:
+        level = policy.enforcement_level.value
+        if isinstance(policy, ResourceValidationPolicy):
+            for r in everything:
+                args = ResourceValidationArgs(r["type"], unknown_checking_proxy(copy.deepcopy(r["props"])), r["urn"],
+                                              r["name"], _opts(), None, config.get(policy.name))
+                policy.validate(args, lambda m, u=None, p=policy.name, x=r["urn"], out=found[level]: out.append((p, x, m)))
+        else:
+            policy.validate(StackValidationArgs(list(sdk.values()), config.get(policy.name)),
+                            lambda m, u=None, p=policy.name, out=found[level]: out.append((p, u or "stack", m)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def dev_plan():
+    return _recorded("dev")
+
+
+def _one(resources: list[dict], type_: str, name: str | None = None) -> dict:
+    [r] = [r for r in resources if r["type"] == type_ and (name is None or r["name"] == name)]
+    return r
+
+
+def _pod(resources, type_, name, path=("spec", "template", "spec")) -> dict:
+    return checks.dig(_one(resources, type_, name)["props"], *path)
+
+
+DEPLOYMENT, JOB, DAEMONSET = "kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:apps/v1:DaemonSet"
+RAYJOB_HEAD = ("spec", "rayClusterSpec", "headGroupSpec", "template", "spec")
+SANDBOX_POD = ("spec", "template", "spec")
+
+
+def _env(resources, **pairs):
+    container = _pod(resources, DEPLOYMENT, "tracking-server")["containers"][0]
+    container.setdefault("env", []).extend({"name": k, "value": v} for k, v in pairs.items())
+
+
+def _set(resources, type_, name, path, value):
+    target = _one(resources, type_, name)["props"]
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+
+
+def _bare_sandbox(resources):
+    resources.append({"type": "kubernetes:agents.kruise.io/v1alpha1:Sandbox",
+                      "urn": "urn:pulumi:dev::verl-ack::kubernetes:agents.kruise.io/v1alpha1:Sandbox::scratch",
+                      "name": "scratch", "deps": {}, "props": {
+                          "apiVersion": "agents.kruise.io/v1alpha1", "kind": "Sandbox",
+                          "metadata": {"name": "scratch", "namespace": "verl"},
+                          "spec": {"template": {"metadata": {"labels": {"app": "scratch"}},
+                                                "spec": copy.deepcopy(_pod(resources, checks.SANDBOX_SET, None))}}}})
+
+
+def _drop_sandbox_policies(resources):
+    resources[:] = [r for r in resources if not (r["type"] == checks.NETWORK_POLICY
+                                                 and r["props"]["metadata"].get("namespace") == "sandbox-system")]
+
+
+def _add_ram_statement(resources, statement):
+    policy = next(r for r in resources if r["type"] == "alicloud:ram/policy:Policy")
+    doc = json.loads(policy["props"]["policyDocument"])
+    doc["Statement"].append(statement)
+    policy["props"]["policyDocument"] = json.dumps(doc)
+
+
+def _add_bucket_statement(resources, statement):
+    policy = _one(resources, "alicloud:oss/bucketPolicy:BucketPolicy")
+    doc = json.loads(policy["props"]["policy"])
+    doc["Statement"].append(statement)
+    policy["props"]["policy"] = json.dumps(doc)
+
+
+def _pin_every_image(resources):
+    for r in resources:
+        for _, pod in checks.pod_specs(r["type"], r["props"]):
+            for group in ("initContainers", "containers"):
+                for c in pod.get(group) or []:
+                    c["image"] = c["image"].split("@")[0] + "@sha256:" + "0" * 64
+
+
+PG_URL = "postgresql://mlflow:" + "s3cr3t-pw" + "@db.internal:5432/mlflow"
+AK_SECRET = "Xy7k" + "2Lm9Qp4Rs8Tv1Wz3Ab6Cd0Ef5G"  # 30 letters and digits, as an AccessKey secret is
+GPU_POOL = ("alicloud:cs/nodePool:NodePool", "pools-gpu")
+
+
+def _label(resources, key, value):
+    pool = _one(resources, *GPU_POOL)
+    pool["props"]["labels"] = [lb for lb in pool["props"]["labels"] if lb["key"] != key] + [{"key": key, "value": value}]
+
+
+# (case, the policy whose description claims it, the mutation). Each breaks one guarantee of the dev plan.
+MUTATIONS = [
+    ("bucket-not-encrypted", "oss-bucket-private-encrypted",
+     lambda rs: _set(rs, checks.OSS_BUCKET, None, ["serverSideEncryptionRule"], {"sseAlgorithm": "None"})),
+    ("bucket-public-read", "oss-bucket-private-encrypted",
+     lambda rs: _set(rs, checks.OSS_BUCKET, None, ["acl"], "public-read")),
+    ("bucket-acl-public", "oss-bucket-acl-private", lambda rs: _set(rs, checks.OSS_BUCKET_ACL, None, ["acl"], "public-read")),
+    ("public-access-block-off", "oss-bucket-public-access-blocked",
+     lambda rs: _set(rs, checks.OSS_PUBLIC_ACCESS_BLOCK, None, ["blockPublicAccess"], False)),
+    ("bucket-policy-principal-star", "oss-bucket-policy-not-public",
+     lambda rs: _add_bucket_statement(rs, {"Effect": "Allow", "Principal": ["*"], "Action": ["oss:GetObject"],
+                                           "Resource": ["acs:oss:*:*:verl-ack-dev-data/*"]})),
+    ("hf-token-in-configmap", "no-literal-secrets",
+     lambda rs: _set(rs, checks.CONFIG_MAP, "train-config", ["data", "extra.env"], f"HF_TOKEN={HF_TOKEN}")),
+    ("token-env-literal", "no-literal-secrets", lambda rs: _env(rs, API_TOKEN="plain-text-token-123")),
+    ("pw-env-literal", "no-literal-secrets", lambda rs: _env(rs, PW="hunter2hunter2")),
+    ("pass-env-literal", "no-literal-secrets", lambda rs: _env(rs, DB_PASS="hunter2hunter2")),
+    ("password-in-args-url", "no-literal-secrets",
+     lambda rs: _pod(rs, DEPLOYMENT, "tracking-server")["containers"][0].setdefault("args", []).append(
+         f"--backend-store-uri={PG_URL}")),
+    ("secret-in-helm-values", "no-literal-secrets",
+     lambda rs: _set(rs, "kubernetes:helm.sh/v3:Release", None, ["values", "auth"], {"password": "hunter2hunter2"})),
+    ("accesskey-secret-neutral-name", "no-literal-secrets", lambda rs: _env(rs, STORE_K=AK_SECRET)),
+    ("secret-in-rayjob-entrypoint", "no-literal-secrets",
+     lambda rs: _set(rs, checks.RAYJOB, None, ["spec", "entrypoint"],
+                     _one(rs, checks.RAYJOB)["props"]["spec"]["entrypoint"] + f" +hf_token={HF_TOKEN}")),
+    ("secret-in-stack-output", "no-secrets-in-stack-outputs", None),  # outputs, see below
+    ("gpu-pool-prepaid", "gpu-pool-pay-as-you-go", lambda rs: _set(rs, *GPU_POOL, ["instanceChargeType"], "PrePaid")),
+    ("gpu-pool-spot", "gpu-pool-pay-as-you-go", lambda rs: _set(rs, *GPU_POOL, ["spotStrategy"], "SpotAsPriceGo")),
+    ("gpu-budget-exceeded", "gpu-budget",
+     lambda rs: _set(rs, *GPU_POOL, ["instances"], [f"e01-cn-{i:010d}" for i in range(64)])),
+    ("false-gpus-per-node-label", "gpu-labels-truthful", lambda rs: _label(rs, checks.GPUS_PER_NODE_LABEL, "1")),
+    ("rayjob-keeps-its-cluster", "rayjob-cleans-up",
+     lambda rs: _set(rs, checks.RAYJOB, None, ["spec", "shutdownAfterJobFinishes"], False)),
+    ("rayjob-without-deadline", "rayjob-cleans-up",
+     lambda rs: _one(rs, checks.RAYJOB)["props"]["spec"].pop("activeDeadlineSeconds")),
+    ("sandboxes-without-egress-policy", "sandbox-egress-isolated", _drop_sandbox_policies),
+    ("egress-to-the-metadata-service", "sandbox-egress-isolated",
+     lambda rs: _one(rs, checks.NETWORK_POLICY, "sandbox-isolation")["props"]["spec"]["egress"].append(
+         {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]})),
+    ("bare-sandbox-without-policy", "sandbox-egress-isolated", _bare_sandbox),
+    ("privileged-sandbox", "sandbox-pod-hardening",
+     lambda rs: _pod(rs, checks.SANDBOX_SET, None)["containers"][0]["securityContext"].update(privileged=True)),
+    ("sandbox-with-api-token", "sandbox-pod-hardening",
+     lambda rs: _pod(rs, checks.SANDBOX_SET, None).update(automountServiceAccountToken=True)),
+    ("public-e2b-alb", "no-public-e2b-api", lambda rs: _set(rs, checks.ALB_LOAD_BALANCER, None, ["addressType"], "Internet")),
+    ("privileged-pod", "no-host-access",
+     lambda rs: _pod(rs, DEPLOYMENT, "tracking-server")["containers"][0].setdefault("securityContext", {}).update(
+         privileged=True)),
+    ("hostpath-pod", "no-host-access",
+     lambda rs: _pod(rs, JOB, "data-dataset").setdefault("volumes", []).append({"name": "root", "hostPath": {"path": "/"}})),
+    ("hostnetwork-pod", "no-host-access", lambda rs: _pod(rs, DAEMONSET, "prepull-daemonset").update(hostNetwork=True)),
+    ("hostpid-pod", "no-host-access", lambda rs: _pod(rs, DEPLOYMENT, "tracking-server").update(hostPID=True)),
+    ("hostnetwork-ray-pod-outside-the-ray-namespace", "no-host-access",
+     lambda rs: checks.dig(_one(rs, checks.RAYJOB)["props"], *RAYJOB_HEAD).update(hostNetwork=True)),
+    ("ram-action-star", "ram-least-privilege",
+     lambda rs: _add_ram_statement(rs, {"Effect": "Allow", "Action": "*", "Resource": "*"})),
+    ("ram-administrator-access", "ram-least-privilege",
+     lambda rs: next(r for r in rs if r["type"] == policy_exposure.ATTACHMENTS[0])["props"].update(
+         policyName="AdministratorAccess", policyType="System")),
+    ("internet-load-balancer-service", "no-internet-load-balancer-service",
+     lambda rs: _set(rs, policy_exposure.SERVICE, "tracking-service", ["spec", "type"], "LoadBalancer")),
+    ("missing-cost-tags", "cost-tags", lambda rs: _one(rs, checks.OSS_BUCKET)["props"].pop("tags")),
+]
+# Advisory findings the shipped dev stack has (each advisory policy's description says why it is advisory), and
+# the change that clears each: the mutation test checks them from both sides.
+DEV_ADVISORIES = {
+    # The Lingjun GPU pool and the CAS certificate are registered without the cost tags.
+    "cost-tags": lambda rs: [r["props"].update(tags={"project": "verl-ack", "stack": "dev"}) for r in rs
+                             if r["type"] in (checks.NODE_POOL, "alicloud:cas/serviceCertificate:ServiceCertificate")],
+    "no-public-api-server": lambda rs: _set(rs, "alicloud:cs/managedKubernetes:ManagedKubernetes", None,
+                                            ["slbInternetEnabled"], False),
+    "images-pinned-by-digest": _pin_every_image,
+}
+
+
+
+def test_the_recorded_dev_stack_passes_every_mandatory_policy_and_only_the_known_advisories(dev_plan):
+    found = run_pack(*copy.deepcopy(dev_plan))
+    assert found["mandatory"] == [], "\n".join(map(str, found["mandatory"]))
+    assert {p for p, _, _ in found["advisory"]} == set(DEV_ADVISORIES)
+    images = [m for p, _, m in found["advisory"] if p == "images-pinned-by-digest"]
+    assert len({m.split("runs ")[1].split(" by tag")[0] for m in images}) == 6  # all six images of the dev plan
+
+
+def test_the_mutations_cover_every_policy_of_the_pack():
+    assert {policy for _, policy, _ in MUTATIONS} | set(DEV_ADVISORIES) == {p.name for p in pack.POLICIES}
+    assert len(MUTATIONS) + len(DEV_ADVISORIES) >= 35
+
+
+@pytest.mark.parametrize("case, policy, mutate", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_each_violation_of_the_dev_plan_is_caught_by_the_policy_that_claims_it(dev_plan, case, policy, mutate):
+    baseline = run_pack(*copy.deepcopy(dev_plan))
+    resources, outputs = copy.deepcopy(dev_plan)
+    if mutate is None:
+        outputs["debug_token"] = HF_TOKEN
+    else:
+        mutate(resources)
+    found = run_pack(resources, outputs)
+    level = next(p.enforcement_level.value for p in pack.POLICIES if p.name == policy)
+    caught = [f for f in found[level] if f[0] == policy and f not in baseline[level]]
+    assert caught, f"{case}: {policy} reported nothing new; it reported {found[level]}"
+    if level == "mandatory":  # nothing else breaks: the mutation is the one violation
+        assert {p for p, _, _ in found["mandatory"]} == {policy}, found["mandatory"]
+
+
+@pytest.mark.parametrize("policy", sorted(DEV_ADVISORIES))
+def test_each_advisory_of_the_dev_plan_clears_when_its_cause_is_fixed(dev_plan, policy):
+    resources, outputs = copy.deepcopy(dev_plan)
+    DEV_ADVISORIES[policy](resources)
+    assert [f for f in run_pack(resources, outputs)["advisory"] if f[0] == policy] == []
+
+
+def test_an_allow_listed_stack_may_keep_its_public_api_server(dev_plan):
+    found = run_pack(*copy.deepcopy(dev_plan), config={"no-public-api-server": {"allowedStacks": ["dev"]}})
+    assert not [f for f in found["advisory"] if f[0] == "no-public-api-server"]
+
+
+@pytest.mark.parametrize("stack", ["multinode", "dev-platform", "dev-grpo", "dev-sweep", "existing-ecs"])
+def test_every_other_shipped_stack_passes_every_mandatory_policy_of_the_whole_pack(stack):
+    found = run_pack(*_recorded(stack))
+    assert found["mandatory"] == [], "\n".join(map(str, found["mandatory"]))
+
+
+def test_the_multinode_ray_pods_keep_the_host_network_only_in_their_privileged_namespace():
+    resources, outputs = _recorded("multinode")
+    for r in resources:
+        if r["type"] == "kubernetes:core/v1:Namespace":
+            r["props"]["metadata"]["labels"][policy_exposure.PSA_ENFORCE] = "restricted"
+    assert {p for p, _, _ in run_pack(resources, outputs)["mandatory"]} == {"no-host-access"}
+
+
+def test_docs_policy_md_lists_every_policy_with_its_level():
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| \**(mandatory|advisory)\**", (REPO / "docs" / "policy.md").read_text(),
+                           re.MULTILINE))
+    assert rows == {p.name: p.enforcement_level.value for p in pack.POLICIES}
+
+
+@pytest.mark.parametrize("token, prop", [
+    (policy_exposure.OSS_BUCKET_POLICY, "policy"), (checks.OSS_BUCKET, "policy"),
+    (policy_exposure.RAM_POLICY, "policy_document"), (policy_exposure.RAM_POLICY, "document"),
+    *[(t, "policy_name") for t in policy_exposure.ATTACHMENTS],
+    *[(t, "slb_internet_enabled") for t in policy_exposure.CLUSTER_TYPES],
+])
+def test_the_exposure_policies_read_properties_the_installed_pulumi_alicloud_has(token, prop):
+    import pulumi_alicloud
+
+    module = token.split(":")[1].split("/")[0]
+    defining = [f.read_text() for f in (Path(pulumi_alicloud.__file__).parent / module).glob("*.py")
+                if f"'{token}'" in f.read_text()]
+    assert defining, f"{token} is not a resource type of the installed pulumi_alicloud"
+    assert f'__props__.__dict__["{prop}"] = {prop}' in defining[0]

@@ -21,15 +21,18 @@ FILES = sorted(WORKFLOWS.glob("*.yml")) + sorted(WORKFLOWS.glob("*.yaml"))
 CLOUD_CHANGING = ("deploy.yml", "teardown.yml")
 OIDC_ACTION = "aliyun/configure-aliyun-credentials-action"
 SAME_REPO = "github.event.pull_request.head.repo.full_name == github.repository"
+# A dispatched teardown (anyone with write access can dispatch) runs in the reviewed `teardown-manual`
+# environment; the hourly schedule in the unreviewed `teardown`.
+TEARDOWN_ENVIRONMENT = "${{ github.event_name == 'workflow_dispatch' && 'teardown-manual' || 'teardown' }}"
 # Jobs that touch the cloud: (workflow, job) -> (environment, RAM role variable). The preview role is read-only;
 # the deploy role's trust policy names only the deploy and teardown environments (docs/workflows.md).
 CLOUD_JOBS = {
     ("pr.yml", "preview"): ("preview", "ALIYUN_PREVIEW_ROLE_ARN"),
     ("deploy.yml", "up"): ("deploy", "ALIYUN_DEPLOY_ROLE_ARN"),
-    ("teardown.yml", "teardown"): ("teardown", "ALIYUN_DEPLOY_ROLE_ARN"),
+    ("teardown.yml", "teardown"): (TEARDOWN_ENVIRONMENT, "ALIYUN_DEPLOY_ROLE_ARN"),
 }
-# Cloud and state credentials; image.yml's registry login (ACR_*) is not one of them.
-CREDENTIAL_SECRET = re.compile(r"secrets\.(PULUMI_|ALICLOUD_|ALIBABA|OSS_)")
+# Cloud, state and registry-push credentials: each only behind an environment.
+CREDENTIAL_SECRET = re.compile(r"secrets\.(PULUMI_|ALICLOUD_|ALIBABA|OSS_|ACR_)")
 
 _spec = importlib.util.spec_from_file_location("ci_stacks", WORKFLOWS / "ci_stacks.py")
 ci_stacks = importlib.util.module_from_spec(_spec)
@@ -266,7 +269,7 @@ def test_the_fork_comment_relay_runs_no_pr_code_and_holds_no_credentials():
     doc = DOCS["pr-comment.yml"]
     assert doc["on"] == {"workflow_run": {"workflows": ["pr"], "types": ["completed"]}}
     (job,) = doc["jobs"].values()
-    assert job["permissions"] == {"actions": "read", "pull-requests": "write"}
+    assert job["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "write"}
     text = yaml.safe_dump(doc)
     assert "actions/checkout" not in text and "secrets." not in text and not job.get("environment")
     assert "head_repository.full_name != github.repository" in job["if"]  # same-repo PRs comment themselves
@@ -313,7 +316,7 @@ def test_cloud_jobs_log_in_through_oidc_as_the_role_of_their_protected_environme
     assert login["with"]["role-session-expiration"] >= job["timeout-minutes"] * 60
     # Installs run before the login, so no package's install script sees the credentials; the cloud work after it.
     def installs(step):
-        return "make setup" in step.get("run", "") or "pip install" in step.get("run", "")
+        return any(word in step.get("run", "") for word in ("make setup", "make runtime", "pip install"))
 
     def cloud_work(step):
         return bool(step.get("with", {}).get("command")) or "teardown.py" in step.get("run", "")
@@ -373,7 +376,7 @@ def test_nothing_that_changes_cloud_resources_can_be_cancelled_mid_flight(name):
 def test_stack_changing_jobs_share_one_per_stack_group_and_run_behind_an_environment(name, job_id):
     job = jobs(name)[job_id]
     assert job["concurrency"] == {"group": "pulumi-stack-${{ matrix.stack }}", "cancel-in-progress": False}
-    assert job["environment"] == name.removesuffix(".yml")
+    assert job["environment"] == {"deploy.yml": "deploy", "teardown.yml": TEARDOWN_ENVIRONMENT}[name]
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.select.outputs.stacks) }}"
     assert job["strategy"]["fail-fast"] is False
     comment = (WORKFLOWS / name).read_text()
@@ -395,7 +398,8 @@ def test_the_preview_skips_with_a_summary_when_its_environment_is_not_configured
 
 def test_deploy_runs_pulumi_up_with_the_policy_pack_on_pushes_to_main():
     assert DOCS["deploy.yml"]["on"] == {"push": {"branches": ["main"]}}
-    up = next(s for s in steps(jobs("deploy.yml")["up"]) if "pulumi/actions" in s.get("uses", ""))
+    up = next(s for s in steps(jobs("deploy.yml")["up"]) if (s.get("with") or {}).get("command"))
+    assert "pulumi/actions" in up["uses"]
     assert up["with"]["command"] == "up" and up["with"]["policyPacks"] == "policy"
 
 
@@ -426,8 +430,8 @@ def test_the_cli_version_matches_the_pinned_pulumi_sdk():
 
 def test_helper_commands_the_workflows_call_exist():
     text = "\n".join(p.read_text() for p in FILES)
-    commands = set(re.findall(r"ci_stacks\.py (\w+)", text))
-    assert commands and commands <= {"preview", "deploy", "expired", "cost"}
+    commands = set(re.findall(r"ci_stacks\.py ([\w-]+)", text))
+    assert commands == {"preview", "deploy", "deploy-guard", "expired", "teardown-guard", "cost"}
     assert re.findall(r"image/tag\.py ([\w-]+)", text) == ["github-output"]
 
 
@@ -562,3 +566,493 @@ def test_the_change_report_runs_for_every_touched_stack_against_its_merge_base_f
     assert "secrets." not in yaml.safe_dump(job) and not job.get("environment")
     checkout = next(s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@"))
     assert checkout["with"]["fetch-depth"] == 0
+
+
+# ============================================================================================== races
+def up_entry(hours_ago: float, sha: str | None = None, result: str = "succeeded", kind: str = "update") -> dict:
+    e = entry(kind, hours_ago, result)
+    e["environment"] = {"git.head": sha} if sha else {}
+    e["message"] = f"deploy.yml: {sha}" if sha else ""
+    return e
+
+
+def paged(entries: list[dict], size: int):
+    """A fake `pulumi stack history --page-size SIZE --page N`, recording the pages asked for."""
+    asked: list[int] = []
+
+    def fetch(page: int) -> list[dict]:
+        asked.append(page)
+        return entries[(page - 1) * size: page * size]
+    return fetch, asked
+
+
+def test_the_history_is_read_past_its_first_page_until_the_entry_that_decides():
+    # Ten failed hourly destroys push the deploy off a 10-entry page: the stack must still be found expired.
+    entries = [entry("destroy", h, result="failed") for h in range(1, 11)] + [entry("update", 30)]
+    fetch, asked = paged(entries, 10)
+    assert ci_stacks.ttl_expired(ci_stacks.history_entries(fetch, page_size=10), 24, NOW) is True
+    assert asked == [1, 2]
+
+
+def test_the_history_stops_at_the_deciding_entry_and_at_a_short_page():
+    fetch, asked = paged([entry("update", 30)] + [entry("refresh", 40)] * 30, 10)
+    assert ci_stacks.ttl_expired(ci_stacks.history_entries(fetch, page_size=10), 24, NOW) is True
+    assert asked == [1]
+    fetch, asked = paged([entry("refresh", 1)] * 3, 10)
+    assert list(ci_stacks.history_entries(fetch, page_size=10)) == [entry("refresh", 1)] * 3 and asked == [1]
+
+
+def test_a_history_without_a_deciding_entry_in_reach_is_refused_not_guessed():
+    fetch, _ = paged([entry("refresh", 1)] * 100, 10)
+    with pytest.raises(ci_stacks.HistoryUnreadable):
+        ci_stacks.ttl_expired(ci_stacks.history_entries(fetch, page_size=10, max_pages=3), 24, NOW)
+
+
+class Proc:
+    def __init__(self, returncode: int, stdout: str = "", stderr: str = ""):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.mark.parametrize("proc", [Proc(1, stderr="error: [401] Unauthorized"), Proc(0, stdout="<html>"),
+                                  Proc(0, stdout='{"kind": "update"}')])
+def test_an_unreadable_history_fails_closed(monkeypatch, proc):
+    monkeypatch.setattr(ci_stacks.subprocess, "run", lambda *a, **k: proc)
+    with pytest.raises(ci_stacks.HistoryUnreadable):
+        ci_stacks._history_page("dev", 1)
+
+
+def test_a_stack_the_backend_never_created_has_an_empty_history(monkeypatch):
+    monkeypatch.setattr(ci_stacks.subprocess, "run",
+                        lambda *a, **k: Proc(255, stderr="error: no stack named 'dev' found"))
+    assert ci_stacks._history_page("dev", 1) == []
+
+
+def test_history_is_asked_for_in_pages(monkeypatch):
+    seen = []
+    monkeypatch.setattr(ci_stacks.subprocess, "run", lambda cmd, **k: seen.append(cmd) or Proc(0, stdout="[]"))
+    assert list(ci_stacks._history("dev")) == []
+    assert seen[0][-4:] == ["--page-size", str(ci_stacks.HISTORY_PAGE_SIZE), "--page", "1"]
+
+
+def _fake_repo(monkeypatch, *, settings: dict[str, dict], pages: dict[str, object], head: str = "b" * 40,
+               ancestors: set[tuple[str, str]] = frozenset(), changed: list[str] = (), versions=()):
+    monkeypatch.setattr(ci_stacks, "stack_names", lambda: sorted(settings))
+    monkeypatch.setattr(ci_stacks, "stack_settings", lambda stack, stacks_dir=None: settings[stack])
+
+    def page(stack, n):
+        got = pages.get(stack, [])
+        if isinstance(got, Exception):
+            raise got
+        return got if n == 1 else []
+    monkeypatch.setattr(ci_stacks, "_history_page", page)
+    monkeypatch.setattr(ci_stacks, "_head", lambda: head)
+    monkeypatch.setattr(ci_stacks, "_is_ancestor", lambda a, b: (a, b) in ancestors)
+    monkeypatch.setattr(ci_stacks, "_git_changed", lambda a, b, merge_base: list(changed))
+    monkeypatch.setattr(ci_stacks, "_ttl_versions", lambda stack: list(versions))
+    monkeypatch.setattr(ci_stacks, "_now", lambda: NOW)
+
+
+def outputs(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def test_the_select_job_hands_a_stack_with_an_unreadable_history_to_the_lock(monkeypatch, capsys):
+    _fake_repo(monkeypatch, settings={"a": {"ttl_hours": 1}, "b": {"ttl_hours": 1}, "c": {}},
+               pages={"a": ci_stacks.HistoryUnreadable("401"), "b": [entry("update", 0.1)]})
+    assert ci_stacks.main(["expired"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == ["a"] and "::warning::a: 401" in captured.err
+
+
+OLD, NEW = "a" * 40, "b" * 40
+
+
+def test_inside_the_lock_a_teardown_skips_a_stack_deployed_after_the_select_job_saw_it(monkeypatch, capsys):
+    # The hourly tick found `dev` expired while a merge's deploy waited for its reviewer; the deploy then ran
+    # first. The guard reads the history again inside the lock and keeps the fresh stack.
+    _fake_repo(monkeypatch, settings={"dev": {"ttl_hours": 24}}, pages={"dev": [up_entry(0.2, NEW), up_entry(30, OLD)]},
+               head=NEW)
+    assert ci_stacks.main(["teardown-guard", "--stack", "dev"]) == 0
+    assert outputs(capsys.readouterr().out) == {"destroy": "false"}
+
+
+def test_inside_the_lock_an_expired_stack_is_destroyed(monkeypatch, capsys):
+    _fake_repo(monkeypatch, settings={"dev": {"ttl_hours": 24}}, pages={"dev": [up_entry(30, NEW)]}, head=NEW)
+    assert ci_stacks.main(["teardown-guard", "--stack", "dev"]) == 0
+    assert outputs(capsys.readouterr().out) == {"destroy": "true"}
+
+
+def test_a_teardown_that_would_undo_an_owed_deploy_fails_loudly(monkeypatch, capsys):
+    # A queued teardown took the pending slot of a deploy (GitHub cancels the pending job): main has a commit for
+    # the stack that never deployed. Destroying would silently undo the merge.
+    _fake_repo(monkeypatch, settings={"dev": {"ttl_hours": 24, "deploy_on_merge": True}},
+               pages={"dev": [up_entry(30, OLD)]}, head=NEW, changed=["stacks/Pulumi.dev.yaml"], ancestors={(OLD, NEW)})
+    assert ci_stacks.main(["teardown-guard", "--stack", "dev"]) == 1
+    captured = capsys.readouterr()
+    assert "destroy" not in outputs(captured.out) and "a deploy of this stack is owed" in captured.err
+
+
+def test_a_stack_deployed_from_outside_mains_history_owes_main_nothing(monkeypatch, capsys):
+    _fake_repo(monkeypatch, settings={"dev": {"ttl_hours": 24, "deploy_on_merge": True}},
+               pages={"dev": [up_entry(30, "c" * 40)]}, head=NEW, changed=["stacks/Pulumi.dev.yaml"])
+    assert ci_stacks.main(["teardown-guard", "--stack", "dev"]) == 0
+    assert outputs(capsys.readouterr().out) == {"destroy": "true"}
+
+
+def test_an_unreadable_history_inside_the_lock_fails_the_teardown(monkeypatch, capsys):
+    _fake_repo(monkeypatch, settings={"dev": {"ttl_hours": 24}}, pages={"dev": ci_stacks.HistoryUnreadable("boom")})
+    assert ci_stacks.main(["teardown-guard", "--stack", "dev"]) == 1
+    assert "::error::dev: boom" in capsys.readouterr().err
+
+
+def test_a_platform_with_running_experiments_is_not_torn_down_even_on_request(monkeypatch, capsys):
+    _fake_repo(monkeypatch, settings={
+        "plat": {"kind": "platform", "ttl_hours": 1},
+        "exp": {"kind": "experiment", "platform_stack": "organization/verl-ack/plat"},
+        "gone": {"kind": "experiment", "platform_stack": "organization/verl-ack/plat"},
+    }, pages={"plat": [up_entry(30, NEW)], "exp": [up_entry(1, NEW)], "gone": [entry("destroy", 1), up_entry(5, NEW)]})
+    assert ci_stacks.main(["teardown-guard", "--stack", "plat", "--requested"]) == 1
+    err = capsys.readouterr().err
+    assert "experiment stack(s) exp run on this platform" in err and "gone" not in err
+
+
+def test_the_shipped_platforms_experiments_are_found_from_their_stack_files():
+    assert ci_stacks.dependent_experiments("dev-platform", ci_stacks.stack_names()) == ["dev-grpo", "dev-sweep"]
+
+
+def test_a_requested_teardown_skips_the_ttl_but_not_the_checks():
+    assert ci_stacks.teardown_decision(requested=True, ttl_hours=None, history=[], now=NOW) == (
+        True, "requested by workflow_dispatch (the TTL is not consulted)")
+    with pytest.raises(ci_stacks.Refused):
+        ci_stacks.teardown_decision(requested=False, ttl_hours=24, now=NOW,
+                                    history=[up_entry(0.1, NEW, result="in-progress"), up_entry(30, OLD)])
+
+
+def test_a_ttl_counts_from_the_commit_that_set_it_not_from_a_month_old_deploy():
+    history = [up_entry(24 * 30, OLD)]
+    set_an_hour_ago = NOW - timedelta(hours=1)
+    assert ci_stacks.ttl_expired(history, 24, NOW) is True
+    assert ci_stacks.ttl_expired(history, 24, NOW, ttl_set_at=set_an_hour_ago) is False
+    assert ci_stacks.ttl_expired(history, 24, NOW + timedelta(hours=23), ttl_set_at=set_an_hour_ago) is True
+    # a deploy after the TTL was set counts from the deploy
+    assert ci_stacks.ttl_expired([up_entry(2, NEW)], 24, NOW, ttl_set_at=NOW - timedelta(hours=100)) is False
+
+
+def test_the_ttl_start_is_the_oldest_commit_of_the_newest_run_with_todays_value():
+    t = [NOW - timedelta(days=d) for d in range(5)]
+    assert ci_stacks.ttl_started_at([(t[0], 24), (t[1], 24), (t[2], None), (t[3], 24)]) == t[1]
+    assert ci_stacks.ttl_started_at([(t[0], 12), (t[1], 24)]) == t[0]   # a changed TTL restarts the clock
+    assert ci_stacks.ttl_started_at([(t[0], 24), (t[4], 24)]) == t[4]
+    assert ci_stacks.ttl_started_at([]) is None
+
+
+@pytest.mark.parametrize("history, ancestors, expected", [
+    ([], set(), True),                                                   # never deployed
+    ([up_entry(1, NEW)], set(), True),                                   # the same commit again
+    ([up_entry(1, OLD)], {(OLD, NEW)}, True),                            # a newer commit
+    ([entry("refresh", 0.5), up_entry(1, OLD, result="failed")], {(OLD, NEW)}, True),
+])
+def test_the_deploy_guard_deploys_the_same_or_a_newer_commit(history, ancestors, expected):
+    assert ci_stacks.deploy_decision(history, NEW, lambda a, b: (a, b) in ancestors)[0] is expected
+
+
+def test_the_deploy_guard_never_deploys_a_commit_older_than_the_deployed_one(monkeypatch, capsys):
+    # An older push's job took the pending slot and runs after the newer one deployed.
+    _fake_repo(monkeypatch, settings={"dev": {"deploy_on_merge": True}}, pages={"dev": [up_entry(0.1, NEW)]},
+               head=OLD, ancestors={(OLD, NEW)})
+    assert ci_stacks.main(["deploy-guard", "--stack", "dev"]) == 0
+    assert outputs(capsys.readouterr().out) == {"deploy": "false", "sha": OLD}
+
+
+@pytest.mark.parametrize("history", [[up_entry(1, "c" * 40)], [up_entry(1, None)]],
+                         ids=["diverged", "no-commit-recorded"])
+def test_the_deploy_guard_refuses_a_deployed_commit_it_cannot_place(monkeypatch, capsys, history):
+    _fake_repo(monkeypatch, settings={"dev": {"deploy_on_merge": True}}, pages={"dev": history}, head=NEW)
+    assert ci_stacks.main(["deploy-guard", "--stack", "dev"]) == 1
+    assert "::error::dev:" in capsys.readouterr().err
+
+
+def test_the_deploy_guard_rereads_deploy_on_merge_from_mains_tip(monkeypatch, capsys):
+    _fake_repo(monkeypatch, settings={"dev": {}}, pages={"dev": []}, head=NEW)
+    assert ci_stacks.main(["deploy-guard", "--stack", "dev"]) == 0
+    assert outputs(capsys.readouterr().out)["deploy"] == "false"
+
+
+def test_the_deploy_guard_reads_the_commit_from_the_message_when_the_environment_lacks_it():
+    e = entry("update", 1)
+    e["message"] = f"deploy.yml: {OLD}"
+    assert ci_stacks.last_deployed_commit([e]) == (True, OLD)
+
+
+# ============================================================================================== race wiring
+def guarded(job: dict, guard_id: str, output: str) -> tuple[dict, list[dict]]:
+    """The guard step and the steps after it; asserts the cloud steps run only on its yes."""
+    ids = [s.get("id") for s in steps(job)]
+    i = ids.index(guard_id)
+    after = steps(job)[i + 1:]
+    login = next(s for s in after if s.get("uses", "").startswith(OIDC_ACTION + "@"))
+    for s in [login] + after[after.index(login) + 1:]:
+        assert s.get("if") == f"steps.{guard_id}.outputs.{output} == 'true'", s.get("name")
+    return steps(job)[i], steps(job)[:i]
+
+
+@pytest.mark.parametrize("name, job_id, command, output", [
+    ("deploy.yml", "up", "deploy-guard", "deploy"), ("teardown.yml", "teardown", "teardown-guard", "destroy")])
+def test_each_cloud_change_is_decided_inside_the_per_stack_lock_from_mains_tip(name, job_id, command, output):
+    job = jobs(name)[job_id]
+    assert job["concurrency"]["group"] == "pulumi-stack-${{ matrix.stack }}"
+    guard, before = guarded(job, "guard", output)
+    assert f'ci_stacks.py {command} --stack "$STACK"' in guard["run"] and '>> "$GITHUB_OUTPUT"' in guard["run"]
+    assert guard["env"]["STACK"] == "${{ matrix.stack }}"
+    checkout = next(s for s in before if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "main" and checkout["with"]["fetch-depth"] == 0
+    assert any("pulumi/actions" in s.get("uses", "") and "command" not in s.get("with", {}) for s in before)
+
+
+def test_the_deployed_commit_is_recorded_for_the_next_guard():
+    up = next(s for s in steps(jobs("deploy.yml")["up"]) if (s.get("with") or {}).get("command") == "up")
+    assert up["with"]["message"] == "deploy.yml: ${{ steps.guard.outputs.sha }}"
+    assert ci_stacks.DEPLOY_MESSAGE.search("deploy.yml: " + OLD)["sha"] == OLD
+
+
+def test_a_dispatched_teardown_passes_requested_and_a_scheduled_one_does_not():
+    guard = next(s for s in steps(jobs("teardown.yml")["teardown"]) if s.get("id") == "guard")
+    assert guard["env"]["EVENT"] == "${{ github.event_name }}"
+    assert 'if [ "$EVENT" = workflow_dispatch ]; then requested=(--requested); fi' in guard["run"]
+
+
+def test_the_teardown_select_job_only_pre_filters_and_reads_git_history():
+    job = jobs("teardown.yml")["select"]
+    assert job["permissions"] == {"contents": "read"} and "id-token" not in yaml.safe_dump(job)
+    checkout = next(s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 0
+
+
+# ============================================================================================== installs
+def _lock_pins(path: Path) -> dict[str, str]:
+    text = path.read_text()
+    blocks = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)((?:\s*\\\n\s+--hash=sha256:[0-9a-f]{64})+)", text, re.MULTILINE)
+    pins = {name.lower().replace("_", "-"): version for name, version, _ in blocks}
+    requirements = re.findall(r"^[A-Za-z0-9_.-]+==", text, re.MULTILINE)
+    assert len(requirements) == len(blocks), f"{path.name}: a requirement without --hash"
+    return pins
+
+
+@pytest.mark.parametrize("req", ["requirements.txt", "policy/requirements.txt"])
+def test_each_runtime_lock_pins_its_requirements_at_the_same_versions_with_hashes(req):
+    lock = (REPO / req).with_name("requirements.lock")
+    pins = _lock_pins(lock)
+    direct = {m[1].lower().replace("_", "-"): m[2]
+              for m in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)", (REPO / req).read_text(), re.MULTILINE)}
+    assert {k: pins.get(k) for k in direct} == direct, "run `make lock` after moving a pin"
+    assert "--generate-hashes" in lock.read_text() and "requirements.txt" in lock.read_text().split("\n\n")[0]
+
+
+def test_deploy_teardown_and_preview_run_the_program_from_the_hash_locked_runtime_install():
+    makefile = (REPO / "Makefile").read_text()
+    rule = makefile[makefile.index("$(RUNTIME_VENV)/.installed: requirements.lock"):].split("\n\n")[0]
+    assert "--require-hashes" in rule and "--no-deps" in rule and "--only-binary :all:" in rule
+    for name, job_id in [("deploy.yml", "up"), ("teardown.yml", "teardown"), ("pr.yml", "preview")]:
+        scripts = "\n".join(s.get("run", "") for s in steps(jobs(name)[job_id]))
+        assert "make runtime RUNTIME_VENV=.venv" in scripts, f"{name}:{job_id}"
+        assert "make setup" not in scripts and "requirements-dev" not in scripts, f"{name}:{job_id}"
+        if "policy/.venv" in scripts:
+            assert "--require-hashes --no-deps" in scripts and "-r policy/requirements.lock" in scripts
+
+
+@pytest.mark.parametrize("changed", [["Makefile"], ["requirements-dev.txt"], ["requirements-verl.txt"],
+                                     ["requirements-torch.txt"], ["requirements.lock"], ["policy/requirements.lock"]])
+def test_changes_to_requirements_files_and_the_makefile_preview_every_stack(changed):
+    assert ci_stacks.stacks_touched(changed, STACKS) == STACKS
+
+
+# ============================================================================================== environments
+def test_a_manual_teardown_needs_the_reviewed_environment_and_the_schedule_does_not():
+    assert jobs("teardown.yml")["teardown"]["environment"] == TEARDOWN_ENVIRONMENT
+    table = (REPO / "docs" / "workflows.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| `teardown-manual` |"))
+    assert "required reviewers" in row and "`main` only" in row
+
+
+def test_the_image_push_credentials_live_in_the_main_only_image_environment():
+    for job_id, job in jobs("image.yml").items():
+        assert job["environment"] == "image", job_id
+        assert job["if"] == "github.ref == 'refs/heads/main'", job_id
+    row = next(line for line in (REPO / "docs" / "workflows.md").read_text().splitlines()
+               if line.startswith("| `image` |"))
+    assert "ACR_USERNAME" in row and "`main` only" in row
+
+
+# ============================================================================================== the relay, run
+FAKE_GH = r'''#!/usr/bin/env python3
+import json, os, re, sys
+state = json.load(open(os.environ["FAKE_GH_STATE"]))
+args = sys.argv[1:]
+assert args[0] == "api", args
+args = args[1:]
+method = "GET"
+if args[0] == "-X":
+    method, args = args[1], args[2:]
+path, rest = args[0], args[1:]
+log = open(os.environ["FAKE_GH_LOG"], "a")
+if method == "GET" and re.fullmatch(r"repos/o/r/contents/stacks\?ref=main", path):
+    print("\n".join(state["stacks"]))
+elif method == "GET" and (m := re.fullmatch(r"repos/o/r/pulls/(\d+)", path)):
+    print(state["heads"].get(m[1], ""))
+elif method == "GET" and (m := re.fullmatch(r"repos/o/r/issues/(\d+)/comments", path)):
+    jq = rest[rest.index("--jq") + 1]
+    bot = re.search(r'\.user\.login == "([^"]+)"', jq)
+    marker = re.search(r'startswith\("([^"]+)"\)', jq)[1]
+    for c in state["comments"].get(m[1], []):
+        if c["body"].startswith(marker) and (bot is None or c["user"] == bot[1]):
+            print(c["id"])
+elif method in ("POST", "PATCH"):
+    body = open(rest[rest.index("-F") + 1].split("=@", 1)[1]).read()
+    log.write(json.dumps({"method": method, "path": path, "body": body}) + "\n")
+else:
+    sys.exit(f"unmocked gh call {method} {path}")
+'''
+
+
+def run_relay(tmp_path, reports: dict[str, dict[str, str]], *, comments=None, heads=None,
+              **env_over: str) -> list[dict]:
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which("bash"):
+        pytest.skip("needs bash")
+    job = DOCS["pr-comment.yml"]["jobs"]["relay"]
+    step = next(s for s in steps(job) if "run" in s)
+    bindir = tmp_path / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "gh").write_text(FAKE_GH)
+    (bindir / "gh").chmod(0o755)
+    state = {"stacks": [f"Pulumi.{s}.yaml" for s in ci_stacks.stack_names()] + ["stack.schema.json"],
+             "heads": heads or {"7": "f" * 40}, "comments": comments or {}}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    for name, files in reports.items():
+        folder = tmp_path / "reports" / name
+        folder.mkdir(parents=True)
+        for fname, text in files.items():
+            (folder / fname).write_text(text)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_GH_STATE": str(tmp_path / "state.json"),
+           "FAKE_GH_LOG": str(tmp_path / "log"), "GITHUB_REPOSITORY": "o/r", "RUN_HEAD_SHA": "f" * 40,
+           "DEFAULT_BRANCH": "main", **{k: str(v) for k, v in step["env"].items() if not str(v).startswith("${{")},
+           **env_over}
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    log = tmp_path / "log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def report(stack: str, body: str = "### report\n", pr: str = "7") -> dict[str, str]:
+    return {"pr": pr + "\n", "stack": stack + "\n", "head": "f" * 40 + "\n", "comment.md": "<!-- forged -->\n" + body}
+
+
+def test_the_relay_posts_only_for_stacks_of_the_default_branch_and_each_once(tmp_path):
+    posts = run_relay(tmp_path, {
+        "change-report-dev": report("dev"),
+        "change-report-dev-again": report("dev", "### second\n"),
+        "change-report-evil": report("fork-only-stack"),
+        "change-report-schema": report("stack.schema"),
+    })
+    assert [(p["method"], p["path"]) for p in posts] == [("POST", "repos/o/r/issues/7/comments")]
+    assert posts[0]["body"].startswith("<!-- verl-ack-changes:dev -->\n") and "forged" not in posts[0]["body"]
+
+
+def test_the_relay_caps_how_many_comments_one_run_posts(tmp_path):
+    many = {f"change-report-{i:02d}": report(s) for i, s in enumerate(ci_stacks.stack_names() * 5)}
+    assert len(run_relay(tmp_path / "a", many)) == len(ci_stacks.stack_names())  # one per stack, however many
+    assert len(run_relay(tmp_path / "b", many, MAX_REPORTS="2")) == 2
+
+
+def test_the_relay_neutralises_mentions_and_cuts_long_bodies(tmp_path):
+    [post] = run_relay(tmp_path, {"change-report-dev": report("dev", "ping @octocat and @org/team\n" + "x" * 70000)})
+    assert "@octocat" not in post["body"] and "@\u200boctocat" in post["body"] and "@\u200borg/team" in post["body"]
+    assert len(post["body"].encode()) < 60100
+
+
+def test_the_relay_edits_only_a_comment_the_bot_wrote(tmp_path):
+    marker = "<!-- verl-ack-changes:dev -->"
+    comments = {"7": [{"id": 11, "user": "mallory", "body": marker + "\nplanted"},
+                      {"id": 12, "user": "github-actions[bot]", "body": marker + "\nold"}]}
+    [post] = run_relay(tmp_path / "a", {"change-report-dev": report("dev")}, comments=comments)
+    assert (post["method"], post["path"]) == ("PATCH", "repos/o/r/issues/comments/12")
+    [post] = run_relay(tmp_path / "b", {"change-report-dev": report("dev")}, comments={"7": comments["7"][:1]})
+    assert post["method"] == "POST"  # someone else's comment with the marker is never edited
+
+
+def test_the_relay_skips_a_report_for_a_pr_at_another_commit(tmp_path):
+    assert run_relay(tmp_path, {"change-report-dev": report("dev", pr="8")}, heads={"8": "e" * 40}) == []
+
+
+def test_same_repository_comment_steps_also_edit_only_the_bots_comment():
+    for job_id in ("cost", "change-report"):
+        script = "\n".join(s.get("run", "") for s in steps(jobs("pr.yml")[job_id]))
+        assert 'select(.user.login == \\"github-actions[bot]\\" and' in script, job_id
+
+
+# ============================================================================================== linters
+def _shellcheck_module():
+    from importlib.machinery import SourceFileLoader
+
+    path = str(REPO / ".ci" / "shellcheck-workflows")  # no .py suffix: load it by an explicit loader
+    loader = SourceFileLoader("shellcheck_workflows", path)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("shellcheck_workflows", loader))
+    loader.exec_module(module)
+    return module
+
+
+def _need_shellcheck():
+    import os
+    import shutil
+
+    if shutil.which("shellcheck") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI needs shellcheck (.ci/run installs it from Debian)")
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+
+
+def test_every_run_script_of_every_workflow_is_handed_to_shellcheck():
+    found = _shellcheck_module().scripts()
+    assert len(found) == sum(1 for *_, step in all_steps() if "run" in step)
+    for label, text in found:
+        assert "${{" not in text, label  # expressions are placeholders: shellcheck parses the shell around them
+
+
+def test_shellcheck_finds_nothing_in_the_workflows_and_scripts():
+    import subprocess
+    import sys
+
+    _need_shellcheck()
+    done = subprocess.run([sys.executable, str(REPO / ".ci" / "shellcheck-workflows"), "-f", "gcc"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_shellcheck_would_catch_an_unquoted_variable_in_a_run_script(tmp_path):
+    import subprocess
+
+    _need_shellcheck()
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/usr/bin/env bash\nset -e\nstack=$1\nrm -rf out/$stack\n")
+    assert subprocess.run(["shellcheck", "--shell=bash", str(bad)], capture_output=True).returncode != 0
+
+
+def test_ci_and_pull_requests_run_zizmor_offline_pinned_in_its_own_venv_and_shellcheck():
+    makefile = (REPO / "Makefile").read_text()
+    rule = makefile[makefile.index("lint-workflows: setup"):].split("\n\n")[0]
+    assert re.search(r"^ZIZMOR := \d+\.\d+\.\d+$", makefile, re.MULTILINE) and '"zizmor==$(ZIZMOR)"' in rule
+    assert "zizmor --offline --persona=auditor .github/workflows/" in rule and ".ci/shellcheck-workflows" in rule
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "make lint-workflows" in ci and "apt-get install -y --no-install-recommends shellcheck" in ci
+    assert ci.index("make lint-workflows") < ci.index("make test")
+    assert "make lint-workflows" in "\n".join(s.get("run", "") for s in steps(jobs("pr.yml")["test"]))
+
+
+@pytest.mark.parametrize("name", sorted(DOCS))
+def test_every_zizmor_ignore_says_why(name):
+    for line in (WORKFLOWS / name).read_text().splitlines():
+        if "zizmor: ignore[" in line:
+            assert re.search(r"zizmor: ignore\[[a-z-]+\] \S.{20,}", line), f"{name}: {line.strip()}"

@@ -12,7 +12,7 @@
 # PRESETS_FILE: presets exported by `python tools/measure_memory.py presets --out FILE` where the repository's
 # requirements are installed; without it the presets are imported from the repository.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 OUT=${1:?usage: tools/calibrate.sh OUT_DIR}
 PRESETS=${PRESETS:-"qwen2.5-7b-instruct qwen2.5-3b-instruct qwen2.5-1.5b-instruct qwen2.5-0.5b-instruct"}

@@ -19,6 +19,7 @@ from components.config.cloud import (
     addon_version_tuple,
 )
 from components.config.estimates import CostSettings, LatencySettings
+from components.config.exposure import secret_value_problems, system_namespace_problem, world_open_problems
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.rules import Problems, rule
@@ -69,7 +70,10 @@ class Settings(Strict):
     region: RegionId = Field(description="Alibaba Cloud region id, e.g. ap-southeast-1 or cn-hangzhou.")
     zones: list[ZoneId] = Field(
         min_length=1, max_length=16, description="Zones of the node vSwitches; the GPU zone first is usual.")
-    tags: dict[TagKey, TagValue] = Field(default_factory=dict, description="Extra cost tags on every taggable cloud resource.")
+    tags: dict[TagKey, TagValue] = Field(
+        default_factory=dict, description="Extra cost tags on every taggable cloud resource. A key or value shaped like "
+        "a credential (an AccessKey id, a token, a private key) is refused: tags are plaintext on every resource, in "
+        "the state and in the plan.")
     ttl_hours: int | None = Field(
         None, ge=1, le=87600, description="Hours after the last deploy when the scheduled teardown may destroy this stack.")
     deploy_on_merge: bool = Field(False, description="`pulumi up` this stack when a PR touching it merges to main.")
@@ -369,6 +373,45 @@ class Settings(Strict):
                 yield "job.ray_namespace", (
                     f"job.ray_namespace {name!r} is {field}: the privileged Ray namespace must hold the "
                     "Ray pods only; pick another name")
+
+    @rule
+    def _no_world_open_cidrs(self) -> Problems:
+        """The admit lists open ports that carry no authentication: they may name VPC-internal sources only."""
+        for p in world_open_problems(
+                "job.host_network_cidrs", self.job.host_network_cidrs,
+                "the MLflow and Ray NetworkPolicies admit these sources to MLflow and the Ray pods"):
+            yield "job.host_network_cidrs", p
+        if self.gpu_pool.lingjun is not None:
+            for p in world_open_problems(
+                    "gpu_pool.lingjun.ray_admit_cidrs", self.gpu_pool.lingjun.ray_admit_cidrs,
+                    "the security group accepts them on the Ray head's unauthenticated job API (8265), GCS (6379) and "
+                    "client port (10001) ahead of its drop rule"):
+                yield "gpu_pool.lingjun.ray_admit_cidrs", p
+
+    @rule
+    def _no_system_namespace(self) -> Problems:
+        """The stack's namespaces are its own: labelled, filled and deleted by the program."""
+        # The default Ray namespace, `<job.namespace>-ray`, is as safe as job.namespace is.
+        for field, name in (("job.namespace", self.job.namespace), ("job.ray_namespace", self.job.ray_namespace),
+                            ("sandbox.namespace", self.sandbox.namespace)):
+            if name and (problem := system_namespace_problem(field, name)):
+                yield field, problem
+
+    @rule
+    def _no_secret_in_tags(self) -> Problems:
+        """The plaintext-secret rule of job.env, for the tags every taggable resource and the plan carry."""
+        for key, value in self.tags.items():
+            for p in secret_value_problems(f"tags.{key}", (key, value)):
+                yield f"tags.{key}", p
+
+    @rule
+    def _queue_teams_are_the_platforms(self) -> Problems:
+        """queue.teams renders the platform's quota tree; an experiment's copy would be read by nothing."""
+        if self.kind == "experiment" and self.queue.teams:
+            yield "queue.teams", (
+                "queue.teams is the platform's quota tree (kind: platform renders it); an experiment's teams are read "
+                "by nothing, so a quota written here never applies: remove queue.teams and set the team's quota in "
+                "the platform's stack file")
 
     @rule
     def _sandbox_manager_image(self) -> Problems:

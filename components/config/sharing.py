@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -155,3 +155,42 @@ class SweepSettings(Strict):
                              f"{SWEEP_MAX_VARIANTS}: each variant is a full GPU job; shorten the lists or split the "
                              "sweep into several stacks")
         return self
+
+
+def experiment_on_platform_problems(platform: Any, experiment: Any, queue_namespace: str) -> list[tuple[str, str]]:
+    """(field, message) for an experiment whose queue or log settings its platform does not match, or whose job
+    its team's quota can never admit. Both are validated Settings (root.py); `queue_namespace` is the namespace
+    of the experiment's RayJob, the quota leaf it queues in (components/wiring.py ray_namespace: job.namespace, or
+    the privileged Ray namespace of a multi-node Lingjun job). plan.py calls this when it renders an experiment's
+    platform, the one place both files are read."""
+    problems: list[tuple[str, str]] = []
+    pq, eq = platform.queue, experiment.queue
+    if pq.enabled != eq.enabled:
+        problems.append(("queue.enabled", (
+            f"is {eq.enabled} but the platform's is {pq.enabled}: " + (
+                "a queued RayJob is created suspended and nothing on the platform ever admits it" if eq.enabled else
+                "an unqueued RayJob starts at once, bypassing the team quotas, and can hold part of the pool while "
+                "a queued job holds the rest") + f"; set queue.enabled: {pq.enabled} here (both stacks say the same)")))
+    gpus = experiment.gpu_pool.nodes * experiment.gpu_pool.gpus_per_node
+    team = pq.teams.get(queue_namespace) if pq.enabled and eq.enabled else None
+    if team is not None and team.gpus < gpus:
+        field = "job.namespace" if queue_namespace == experiment.job.namespace else "job.ray_namespace"
+        problems.append((field, (
+            f"the platform's quota for team {queue_namespace!r} (queue.teams.{queue_namespace}.gpus) "
+            f"is {team.gpus} GPUs but this experiment's RayJob needs {gpus} (gpu_pool.nodes x gpus_per_node), all at "
+            "once: the queue would never admit it; raise the team's gpus in the platform's stack file or shrink the "
+            "job")))
+    pl, el = platform.logs, experiment.logs
+    if pl.enabled != el.enabled:
+        problems.append(("logs.enabled", (
+            f"is {el.enabled} but the platform's is {pl.enabled}: the platform owns the log collection, so "
+            + ("the Ray logs this experiment marks are collected by nothing" if el.enabled else
+               "this experiment's Ray logs would be lost with its Ray cluster")
+            + f"; set logs.enabled: {pl.enabled} here (both stacks say the same)")))
+    elif el.enabled:
+        for key in ("logstore", "project", "retention_days"):
+            if getattr(pl, key) != getattr(el, key):
+                problems.append((f"logs.{key}", (
+                    f"is {getattr(el, key)!r} but the platform's is {getattr(pl, key)!r}: the platform's collection "
+                    f"decides where the logs go and how long they stay; copy the platform's logs.{key}")))
+    return problems

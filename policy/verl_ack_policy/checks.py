@@ -89,7 +89,9 @@ def check_oss_bucket_acl(props: Mapping[str, Any]) -> list[str]:
 # ============================================================================================== secrets
 # Key words that make a literal value suspicious. A key is split into words (camelCase, '-', '_', '.'),
 # so HF_TOKEN, apiKey and E2B-API-KEY match while TOKENIZERS_PARALLELISM (verl's default env) does not.
-SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "apikey", "accesskey", "privatekey"})
+# Short forms count too: PW, DB_PASS, PGPASSWORD's PWD, a CREDENTIALS literal.
+SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "apikey", "accesskey", "privatekey",
+                          "pw", "pwd", "pass", "passphrase", "credential", "credentials"})
 SECRET_WORD_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key")})
 # A key whose last word names a *reference* to a secret (SECRET_NAME, TOKEN_PATH, secretKeyRef,
 # PASSWORD_FILE) carries a pointer, not the secret itself.
@@ -107,6 +109,15 @@ SECRET_VALUE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("a PEM private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
     ("an API key (sk-...)", re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{20,}")),
     ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
+    # scheme://user:password@host (postgresql://, mysql://, redis://, https://): the password is in the value,
+    # whatever the key; a password that is only a variable ($(PW), ${PW}) is filled in at run time.
+    ("a URL with a password", re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?!\$[({]?[A-Za-z_])[^\s/@]+@")),
+    # An AccessKey secret is 30 letters and digits: no Alibaba page states the length, secret scanners do (gitleaks'
+    # rule alibaba-secret-key, [a-z0-9]{30} case-insensitive; docs/uncertain-facts.md). As a whole value mixing
+    # upper- and lower-case letters and digits it is taken for one whatever key it hides under (a hash is hex, a
+    # name has separators).
+    ("an Alibaba Cloud AccessKey secret",
+     re.compile(r"^(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{30}$")),
 )
 
 
@@ -198,6 +209,9 @@ def find_secrets(obj: Any, path: str = "", parse_strings: bool = False) -> list[
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 K8S_SECRET = "kubernetes:core/v1:Secret"
+# Helm releases and charts: their values are stored in the release (a Secret of the release, readable by
+# whoever can read the namespace's Secrets, and in the Pulumi state) and often rendered into ConfigMaps.
+HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart")
 _K8S_TOKEN = re.compile(r"^kubernetes:(?P<api>[^:]+):(?P<kind>[^:]+)$")
 
 
@@ -287,12 +301,16 @@ def check_rayjob_submission(props: Mapping[str, Any]) -> list[str]:
 
 
 def check_no_literal_secrets(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """No credential in a ConfigMap, a container env literal, or a RayJob's submission."""
+    """No credential in a ConfigMap, a Helm release's values, a container env literal or argument, or a RayJob's
+    submission."""
     if resource_type == K8S_SECRET or not resource_type.startswith("kubernetes:"):
         return []
     problems: list[str] = []
     if resource_type == CONFIG_MAP:
         problems.extend(find_secrets(props.get("data") or {}, "data", parse_strings=True))
+    if resource_type in HELM_TYPES:
+        problems.extend(f"{m}; pass it from a Secret (the chart's existingSecret-style value)"
+                        for m in find_secrets(props.get("values") or {}, "values", parse_strings=True))
     for pod_path, pod in pod_specs(resource_type, props):
         problems.extend(check_container_env(pod_path, pod))
     if is_rayjob(resource_type, props):
@@ -338,14 +356,20 @@ def is_gpu_instance_type(instance_type: str) -> bool:
     return bool(_GPU_INSTANCE.match(instance_type))
 
 
-def gpus_per_instance(instance_type: str) -> int:
-    """GPUs of an ECS GPU instance type, from its name; CONSERVATIVE_GPUS_PER_NODE when the name does not say."""
+def gpus_from_instance_name(instance_type: str) -> Optional[int]:
+    """GPUs of an ECS GPU instance type when its name says (the -Nx infix or -cNg1 ratio), else None."""
     if match := _N_GPUS_INFIX.search(instance_type):
         return int(match[1])
     if match := _VCPUS_PER_GPU.search(instance_type):
         vcpus = 4 * int(match[2] or 1)
         return max(1, -(-vcpus // int(match[1])))
-    return CONSERVATIVE_GPUS_PER_NODE
+    return None
+
+
+def gpus_per_instance(instance_type: str) -> int:
+    """GPUs of an ECS GPU instance type, from its name; CONSERVATIVE_GPUS_PER_NODE when the name does not say."""
+    n = gpus_from_instance_name(instance_type)
+    return CONSERVATIVE_GPUS_PER_NODE if n is None else n
 
 
 def _labels(props: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,10 @@
 `POLICIES` is what `policy/__main__.py` hands to `PolicyPack`. The adapters here only translate: they unwrap
 the SDK's property proxies into plain data, read the policy config (with the defaults the config schema
 declares), and report each message the check returns.
+
+Each description says what the policy guarantees of every stack that passes it; tests/test_policy.py's mutation
+test breaks the recorded dev stack once per guarantee and checks the policy that claims it reports the break.
+Advisory policies name, in their description, why they are not mandatory.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from verl_ack_policy import checks
+from verl_ack_policy import checks, exposure
 
 PACK_NAME = "verl-ack"
 
@@ -84,35 +88,38 @@ MANDATORY = EnforcementLevel.MANDATORY
 
 oss_bucket_private_encrypted = ResourceValidationPolicy(
     name="oss-bucket-private-encrypted",
-    description="OSS buckets are encrypted at rest (AES256 or KMS) and carry no public ACL.",
+    description="Guarantees every OSS bucket is encrypted at rest (AES256 or KMS) and has no public ACL of its own.",
     enforcement_level=MANDATORY,
     validate=_resource_validation((checks.OSS_BUCKET,), lambda args, props: checks.check_oss_bucket(props)),
 )
 
 oss_bucket_acl_private = ResourceValidationPolicy(
     name="oss-bucket-acl-private",
-    description="OSS bucket ACLs are private.",
+    description="Guarantees every OSS BucketAcl is private.",
     enforcement_level=MANDATORY,
     validate=_resource_validation((checks.OSS_BUCKET_ACL,), lambda args, props: checks.check_oss_bucket_acl(props)),
 )
 
 oss_bucket_public_access_blocked = StackValidationPolicy(
     name="oss-bucket-public-access-blocked",
-    description="Every OSS bucket has a BucketPublicAccessBlock with blockPublicAccess=true.",
+    description="Guarantees every OSS bucket has a BucketPublicAccessBlock with blockPublicAccess=true.",
     enforcement_level=MANDATORY,
     validate=_stack_validation(lambda args, resources: checks.check_bucket_public_access_block(resources)),
 )
 
 no_literal_secrets = ResourceValidationPolicy(
     name="no-literal-secrets",
-    description="No credential in a ConfigMap, a container env literal, or a RayJob entrypoint/runtime env.",
+    description="Guarantees no credential (by its name, short forms like PW or *_PASS included, or by its shape: "
+                "tokens, AccessKey ids and secrets, private keys, URLs with a password) is written in a ConfigMap, "
+                "a Helm release's values, a container's env literals, command or args, or a RayJob's entrypoint or "
+                "runtime env.",
     enforcement_level=MANDATORY,
     validate=_resource_validation(None, lambda args, props: checks.check_no_literal_secrets(args.resource_type, props)),
 )
 
 no_secrets_in_stack_outputs = StackValidationPolicy(
     name="no-secrets-in-stack-outputs",
-    description="Stack outputs carry no credential (export the name of the Secret that holds it instead).",
+    description="Guarantees no stack output carries a credential, except outputs listed in allowedOutputs.",
     enforcement_level=MANDATORY,
     config_schema=PolicyConfigSchema(properties={
         "allowedOutputs": {
@@ -130,14 +137,14 @@ no_secrets_in_stack_outputs = StackValidationPolicy(
 
 gpu_pool_pay_as_you_go = ResourceValidationPolicy(
     name="gpu-pool-pay-as-you-go",
-    description="GPU node pools are pay-as-you-go (PostPaid) and on-demand (no spot).",
+    description="Guarantees every GPU node pool is pay-as-you-go (PostPaid) and on-demand (no spot).",
     enforcement_level=MANDATORY,
     validate=_resource_validation((checks.NODE_POOL,), lambda args, props: checks.check_gpu_pool_billing(props)),
 )
 
 gpu_budget = StackValidationPolicy(
     name="gpu-budget",
-    description="All GPU node pools together can scale to at most maxGpus GPUs.",
+    description="Guarantees all GPU node pools together can scale to at most maxGpus GPUs.",
     enforcement_level=MANDATORY,
     config_schema=PolicyConfigSchema(properties={
         "maxGpus": {
@@ -151,7 +158,8 @@ gpu_budget = StackValidationPolicy(
 
 rayjob_cleans_up = ResourceValidationPolicy(
     name="rayjob-cleans-up",
-    description="Every RayJob deletes its Ray cluster when it finishes and has an activeDeadlineSeconds.",
+    description="Guarantees every RayJob deletes its Ray cluster when it finishes and has a positive "
+                "activeDeadlineSeconds.",
     enforcement_level=MANDATORY,
     validate=_resource_validation(None, lambda args, props: (
         checks.check_rayjob_lifecycle(props) if checks.is_rayjob(args.resource_type, props) else [])),
@@ -159,17 +167,19 @@ rayjob_cleans_up = ResourceValidationPolicy(
 
 sandbox_egress_isolated = StackValidationPolicy(
     name="sandbox-egress-isolated",
-    description="SandboxSet pods are selected by an Egress NetworkPolicy that keeps them off the metadata "
-                "service (100.100.100.200).",
+    description="Guarantees every SandboxSet's and every bare Sandbox's pods are selected by an Egress "
+                "NetworkPolicy, and none that selects a SandboxSet's lets them reach the metadata service "
+                "(100.100.100.200).",
     enforcement_level=MANDATORY,
-    validate=_stack_validation(lambda args, resources: checks.check_sandbox_isolation(resources)),
+    validate=_stack_validation(lambda args, resources: checks.check_sandbox_isolation(resources)
+                               + exposure.check_bare_sandbox_isolation(resources)),
 )
 
 sandbox_pod_hardening = ResourceValidationPolicy(
     name="sandbox-pod-hardening",
-    description="Sandbox pods (model-written code) get no API token, no host namespaces or paths, are never "
-                "privileged, never escalate, drop every capability (baseline ones may be added back) and run the "
-                "runtime's seccomp profile.",
+    description="Guarantees sandbox pods (model-written code) get no API token, no host namespaces or paths, are "
+                "never privileged, never escalate, drop every capability (baseline ones may be added back) and run "
+                "the runtime's seccomp profile.",
     enforcement_level=MANDATORY,
     validate=_resource_validation(None, lambda args, props: checks.check_sandbox_pod_hardening(
         args.resource_type, props)),
@@ -177,8 +187,8 @@ sandbox_pod_hardening = ResourceValidationPolicy(
 
 no_public_e2b_api = StackValidationPolicy(
     name="no-public-e2b-api",
-    description="The E2B API (one static key) is not on an internet-facing ALB unless allowPublic; an allowed one "
-                "is HTTPS-only with a TLS >= 1.2 policy and a source allow-list.",
+    description="Guarantees the E2B API (one static key) is on no internet-facing ALB unless allowPublic; an "
+                "allowed one is HTTPS-only with a TLS >= 1.2 policy and a source allow-list.",
     enforcement_level=MANDATORY,
     config_schema=PolicyConfigSchema(properties={
         "allowPublic": {
@@ -193,7 +203,8 @@ no_public_e2b_api = StackValidationPolicy(
 
 cost_tags = ResourceValidationPolicy(
     name="cost-tags",
-    description="Taggable Alibaba Cloud resources carry the cost tags (project and stack by default).",
+    description="Reports taggable Alibaba Cloud resources without the cost tags (project and stack by default). "
+                "Advisory: a missing tag splits the bill wrongly but exposes nothing.",
     enforcement_level=EnforcementLevel.ADVISORY,
     config_schema=PolicyConfigSchema(properties={
         "requiredTags": {
@@ -203,6 +214,87 @@ cost_tags = ResourceValidationPolicy(
     }),
     validate=_resource_validation(None, lambda args, props: checks.check_cost_tags(
         args.resource_type, props, _config(args, "requiredTags", checks.DEFAULT_REQUIRED_TAGS))),
+)
+
+oss_bucket_policy_not_public = ResourceValidationPolicy(
+    name="oss-bucket-policy-not-public",
+    description="Guarantees no OSS bucket policy allows anything to Principal '*' (only Deny statements may name it).",
+    enforcement_level=MANDATORY,
+    validate=_resource_validation((exposure.OSS_BUCKET_POLICY, checks.OSS_BUCKET),
+                                  lambda args, props: exposure.check_bucket_policy(args.resource_type, props)),
+)
+
+no_public_api_server = StackValidationPolicy(
+    name="no-public-api-server",
+    description="Reports a cluster whose API server has an internet endpoint (slbInternetEnabled), unless its stack "
+                "is in allowedStacks. Advisory: the dev, multinode and dev-platform stacks ship cluster.public_api: "
+                "true so Pulumi can reach the cluster from outside the VPC; make it mandatory where it must not be.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    config_schema=PolicyConfigSchema(properties={
+        "allowedStacks": {
+            "type": "array", "items": {"type": "string"}, "default": [],
+            "description": "Stacks whose public API endpoint is deliberate (restricted by an ACL outside the program).",
+        },
+    }),
+    validate=_stack_validation(lambda args, resources: exposure.check_public_api_server(
+        resources, _config(args, "allowedStacks", []))),
+)
+
+no_host_access = StackValidationPolicy(
+    name="no-host-access",
+    description="Guarantees no pod is privileged, mounts a hostPath or shares the node's network, PID or IPC "
+                "namespace, except the Ray pods in a namespace the stack labels privileged (multi-node RDMA) and "
+                "namespaces in allowedNamespaces; sandbox pods are held to sandbox-pod-hardening.",
+    enforcement_level=MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        "allowedNamespaces": {
+            "type": "array", "items": {"type": "string"}, "default": [],
+            "description": "Namespaces whose pods may take host access (a node agent installed deliberately).",
+        },
+    }),
+    validate=_stack_validation(lambda args, resources: exposure.check_host_access(
+        resources, _config(args, "allowedNamespaces", []))),
+)
+
+images_pinned_by_digest = ResourceValidationPolicy(
+    name="images-pinned-by-digest",
+    description="Reports every container image pulled by tag rather than by digest (@sha256:...). Advisory: the "
+                "shipped stacks pull the verl, sandbox, MLflow and helper images by version tag (the training "
+                "image's tag is its content hash); make it mandatory once every image has a digest setting.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=_resource_validation(None, lambda args, props: exposure.check_image_digests(args.resource_type, props)),
+)
+
+ram_least_privilege = ResourceValidationPolicy(
+    name="ram-least-privilege",
+    description="Guarantees no RAM policy allows Action '*', '*:*' or 'ram:*', and no policy attachment grants "
+                "AdministratorAccess or AliyunRAMFullAccess.",
+    enforcement_level=MANDATORY,
+    validate=_resource_validation((exposure.RAM_POLICY, *exposure.ATTACHMENTS),
+                                  lambda args, props: exposure.check_ram_least_privilege(args.resource_type, props)),
+)
+
+no_internet_load_balancer_service = ResourceValidationPolicy(
+    name="no-internet-load-balancer-service",
+    description="Guarantees no Kubernetes Service of type LoadBalancer gets an internet-facing load balancer (the "
+                "address-type annotation must say intranet) unless allowInternet.",
+    enforcement_level=MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        "allowInternet": {
+            "type": "boolean", "default": False,
+            "description": "Allow internet-facing LoadBalancer Services.",
+        },
+    }),
+    validate=_resource_validation((exposure.SERVICE,), lambda args, props: exposure.check_load_balancer_service(
+        props, bool(_config(args, "allowInternet", False)))),
+)
+
+gpu_labels_truthful = StackValidationPolicy(
+    name="gpu-labels-truthful",
+    description="Guarantees every GPU pool's verl-ack/gpus-per-node label (what gpu-budget counts) is at least the "
+                "GPUs its instance type has and what any pod scheduled onto the pool requests.",
+    enforcement_level=MANDATORY,
+    validate=_stack_validation(lambda args, resources: exposure.check_gpu_labels(resources)),
 )
 
 POLICIES = [
@@ -218,4 +310,11 @@ POLICIES = [
     sandbox_pod_hardening,
     no_public_e2b_api,
     cost_tags,
+    oss_bucket_policy_not_public,
+    no_public_api_server,
+    no_host_access,
+    images_pinned_by_digest,
+    ram_least_privilege,
+    no_internet_load_balancer_service,
+    gpu_labels_truthful,
 ]
