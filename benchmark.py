@@ -31,7 +31,7 @@ try:
     from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config
     from components.model import parse_settings
     from offline.engine import run_program
-    from plan import build_plan, stack_config
+    from offline.plan import build_plan, stack_config
 except ImportError as _missing:  # run outside the project's virtualenv: say what to run, not a traceback
     from offline.venv_hint import exit_without_venv
 

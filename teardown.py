@@ -181,8 +181,8 @@ def default_load_stack(name: str):
 def default_bill(stack_file: str, stack: str, settings) -> list[str]:
     """What the teardown leaves billing, as every plan.md says it (offline/report/teardown_bill.py): the stack's
     program run offline (no cloud, no OSS), so it is known before anything is read or destroyed."""
-    import plan as offline_plan
     from components.config.loading import stack_file as file_of
+    from offline import plan as offline_plan
     from offline.report.teardown_bill import summary_lines, teardown_bill
 
     recording = offline_plan.record_stack(file_of(stack_file), stack)

@@ -17,8 +17,8 @@ if str(REPO) not in sys.path:
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config  # noqa: E402
 from components.model import parse_settings  # noqa: E402
 from offline.engine import Recording, StackOutputs, run_program  # noqa: E402
+from offline.plan import stack_config  # noqa: E402
 from offline.report.latency import PlatformRun  # noqa: E402
-from plan import stack_config  # noqa: E402
 
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 # Stacks that build the whole program (kind: single); whole-program tests run on these. Platform and experiment

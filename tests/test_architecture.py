@@ -169,6 +169,14 @@ def test_no_module_imports_the_package_whose_init_imports_it():
     assert back == []
 
 
+def test_no_package_imports_a_command():
+    """The top-level scripts (plan.py, teardown.py, benchmark.py, __main__.py) are command lines over the packages:
+    a package importing one runs the house from its roof (the plan's build lives in offline/plan.py)."""
+    up = [f"{m} -> {n}" for m, deps in GRAPH.items() if any(_under(m, p) for p in PACKAGES)
+          for n in deps if n in TOP_LEVEL]
+    assert up == []
+
+
 def test_no_hub_module_without_a_written_reason():
     big = []
     tools = {f"tools.{p.stem}": p for p in (REPO / "tools").glob("*.py")}

@@ -13,6 +13,7 @@ import plan
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config
 from components.model import parse_settings
 from offline import day2
+from offline import plan as offline_plan
 from offline.changes import changes
 from offline.engine import StackOutputs, run_program
 from offline.readback import readback
@@ -25,7 +26,7 @@ KNOWN_DEFECTS: dict[str, dict[str, tuple]] = {}
 
 def _runner(stack: str, overrides: dict | None = None) -> day2.Runner:
     """The program of a stack (with settings overrides) as a second run: own outputs and prior state given."""
-    config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
+    config, secret_keys, _ = offline_plan.stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
     raw = deep_merge(read_stack_config(stack)[SETTINGS_KEY], overrides or {})
     config[SETTINGS_KEY] = json.dumps(raw)
     settings = parse_settings(raw)

@@ -15,9 +15,10 @@ import teardown
 from components.config import STACKS_DIR, SettingsError, raw_settings
 from components.config.placeholders import placeholders
 from components.model import parse_settings
+from offline import plan as offline_plan
 from tests.conftest import REAL_DEV_VALUES, STACKS, deep_merge, stack_settings
 
-REPO = plan.REPO
+REPO = offline_plan.REPO
 
 
 def _dev_doc() -> dict:
@@ -136,10 +137,10 @@ def test_an_encrypted_secret_in_a_stack_file_plans(tmp_path, capsys):
 def test_the_program_refuses_a_secret_key_the_engine_did_not_mark_secret(tmp_path):
     # In a real run the engine lists the keys stored as `secure:` (pulumi.runtime.is_config_secret); a key set
     # without --secret is missing from that list.
-    config, secret_keys, _ = plan.stack_config(STACKS_DIR / "Pulumi.dev.yaml")
+    config, secret_keys, _ = offline_plan.stack_config(STACKS_DIR / "Pulumi.dev.yaml")
     plain = [k for k in secret_keys if k != "verl-ack:sandboxApiKey"]
     with pytest.raises(SettingsError) as info:
-        plan.run_program(REPO / "__main__.py", config, plain, project=plan.PROJECT, stack="dev")
+        offline_plan.run_program(REPO / "__main__.py", config, plain, project=offline_plan.PROJECT, stack="dev")
     [problem] = info.value.problems
     assert problem.field == "verl-ack:sandboxApiKey" and "is set in plaintext" in problem.message
     assert "pulumi config set --secret sandboxApiKey" in problem.message
@@ -148,7 +149,7 @@ def test_the_program_refuses_a_secret_key_the_engine_did_not_mark_secret(tmp_pat
 # --------------------------------------------------------------------------------------------- item 8
 def test_plan_md_and_plan_json_list_the_placeholders_as_the_before_your_first_up_checklist(tmp_path):
     out = tmp_path / "p"
-    result = plan.build_plan(STACKS_DIR / "Pulumi.dev-platform.yaml", "dev-platform", out)
+    result = offline_plan.build_plan(STACKS_DIR / "Pulumi.dev-platform.yaml", "dev-platform", out)
     fields = [p["field"] for p in result["sections"]["checklist"]["placeholders"]]
     assert "image.digest" in fields and "image.enterprise_instance_id" in fields
     md = (out / "plan.md").read_text()
@@ -176,7 +177,7 @@ def test_the_checklist_lists_every_setting_its_stack_file_marks_replace_and_the_
         stack, tmp_path):
     text = (STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()
     marked = _marked_replace(text)
-    result = plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / "o")
+    result = offline_plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / "o")
     listed = [p["field"] for p in result["sections"]["checklist"]["placeholders"]]
     assert sorted(listed) == sorted(marked)
     # every value the program recognises as a placeholder (what a real preview refuses) is marked in the file too
@@ -196,7 +197,7 @@ def test_a_stack_without_placeholders_says_so_in_the_checklist(tmp_path):
     s.setdefault("versions", {})["sandbox_manager_image"] = "registry-vpc.ap-southeast-1.aliyuncs.com/team/sandbox-manager:pr165"
     path = tmp_path / "Pulumi.real.yaml"
     path.write_text(yaml.safe_dump(doc))
-    result = plan.build_plan(path, "real", tmp_path / "o")
+    result = offline_plan.build_plan(path, "real", tmp_path / "o")
     assert result["sections"]["checklist"]["placeholders"] == []
     assert "No placeholder left" in (tmp_path / "o" / "plan.md").read_text()
 
@@ -288,9 +289,9 @@ def test_an_invalid_platform_stack_file_is_reported_as_the_platforms_file(tmp_pa
     broken = tmp_path / "Pulumi.dev-platform.yaml"
     broken.write_text(broken.read_text().replace("nodes: 1\n", "nodes: 0\n", 1))
     monkeypatch.setattr("components.config.loading.STACKS_DIR", tmp_path)
-    monkeypatch.setattr(plan, "REPO", tmp_path)
+    monkeypatch.setattr(offline_plan, "REPO", tmp_path)
     with pytest.raises(SettingsError) as info:
-        plan.render_platform(parse_settings(raw_settings(tmp_path / "Pulumi.dev-grpo.yaml")))
+        offline_plan.render_platform(parse_settings(raw_settings(tmp_path / "Pulumi.dev-grpo.yaml")))
     [problem] = info.value.problems
     assert problem.field.startswith("platform_stack organization/verl-ack/dev-platform (Pulumi.dev-platform.yaml)")
     assert problem.field.endswith("gpu_pool.nodes")

@@ -19,6 +19,7 @@ from components.config.exposure import ADDON_NAMESPACES, outside_private_ranges
 from components.config.sharing import experiment_on_platform_problems
 from components.model import parse_settings
 from components.wiring import ray_namespace
+from offline import plan as offline_plan
 from tests.conftest import stack_settings
 
 PLATFORM, EXPERIMENT = "dev-platform", "dev-grpo"
@@ -70,7 +71,7 @@ def test_plan_out_replaces_its_own_previous_plan_and_an_empty_folder(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     assert plan.main(["--stack", "dev", "--out", str(out)]) == 0
-    assert (out / plan.PLAN_MARKER).is_file()
+    assert (out / offline_plan.PLAN_MARKER).is_file()
     (out / "manifests" / "stale.yaml").write_text("old")  # a previous plan's leftovers go with it
     assert plan.main(["--stack", "dev", "--out", str(out)]) == 0
     assert not (out / "manifests" / "stale.yaml").exists() and (out / "plan.json").is_file()
@@ -81,7 +82,7 @@ def test_a_plan_folder_written_before_the_marker_is_still_replaced(tmp_path):
     (out / "manifests").mkdir(parents=True)
     (out / "plan.json").write_text("{}")
     (out / "plan.md").write_text("# old")
-    plan.check_out_folder(out)  # no refusal
+    offline_plan.check_out_folder(out)  # no refusal
 
 
 # ============================================================================================== admit CIDRs
@@ -168,7 +169,9 @@ def test_plan_refuses_the_pair_naming_the_field(tmp_path, capsys, monkeypatch):
     doc = yaml.safe_load((STACKS_DIR / f"Pulumi.{PLATFORM}.yaml").read_text())
     doc["config"][SETTINGS_KEY] = raw
     platform_file.write_text(yaml.safe_dump(doc))
-    monkeypatch.setattr(plan, "stack_file", lambda name: platform_file if name == PLATFORM else STACKS_DIR / name)
+    files = lambda name: platform_file if name == PLATFORM else STACKS_DIR / name  # noqa: E731
+    monkeypatch.setattr(plan, "stack_file", files)  # the command's own lookup
+    monkeypatch.setattr(offline_plan, "stack_file", files)  # the platform's, when the experiment renders it
     assert plan.main(["--stack", str(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "job.namespace: the platform's quota for team 'verl-dev-grpo'" in err and not (tmp_path / "o").exists()

@@ -12,6 +12,7 @@ import yaml
 import plan
 from components.config import SECRET_KEYS, STACKS_DIR
 from components.workloads.training.verl_config import CONFIG_DIR
+from offline import plan as offline_plan
 from tests.conftest import STACKS
 
 LEAKY = {k: f"sk-LEAK-{k}-5f2a9c" for k in SECRET_KEYS}
@@ -53,7 +54,7 @@ def test_every_manifest_is_one_kubernetes_object_numbered_in_apply_order(tmp_pat
 
 def test_no_secret_value_reaches_any_plan_file(stack_name, tmp_path):
     out = tmp_path / stack_name
-    plan.build_plan(STACKS_DIR / f"Pulumi.{stack_name}.yaml", stack_name, out, secret_values=LEAKY)
+    offline_plan.build_plan(STACKS_DIR / f"Pulumi.{stack_name}.yaml", stack_name, out, secret_values=LEAKY)
     for f in out.rglob("*"):
         if f.is_file():
             text = f.read_text()
@@ -95,7 +96,7 @@ def test_missing_stack_file_is_an_error_not_a_traceback(tmp_path, capsys):
 
 def test_plan_md_shows_the_job_command_one_override_per_line_and_it_is_the_same_command(tmp_path):
     out = tmp_path / "dev"
-    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    offline_plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
     text = (out / "plan.md").read_text()
     block = text.split("```sh\n", 1)[1].split("\n```", 1)[0]
     lines = block.splitlines()
@@ -196,7 +197,7 @@ def test_the_verl_command_line_holds_only_words_every_shell_and_join_reads_verba
     # job supervisor (shell=True) all read it: list settings live in the trainer file, and the close-up is the
     # entrypoint program's, so every word is a plain scalar that none of them changes.
     out = tmp_path / "dev"
-    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    offline_plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
     entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
     assert "trainer.logger" not in entry and "[" not in entry and ";" not in entry and "$" not in entry
     words = entry.split(" ")
@@ -251,7 +252,7 @@ def test_every_number_plan_md_states_is_a_figure_plan_json_holds(stack, tmp_path
     # plan.md once said "internet ALB" above "VPC only (intranet ALB)" and gave two setup times: each statement now
     # comes from the data plan.json holds, and a number in plan.md that plan.json lacks fails here.
     out = tmp_path / stack
-    plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, out)
+    offline_plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, out)
     words, values = _json_figures(json.loads((out / "plan.json").read_text()))
     stated = _numbers_in_markdown((out / "plan.md").read_text())
     assert len(stated) > 100
@@ -266,7 +267,7 @@ def test_the_agreement_check_catches_a_figure_plan_json_lacks():
 
 def test_the_sandbox_domain_is_described_by_the_alb_the_program_records(tmp_path):
     out = tmp_path / "dev"
-    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    offline_plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
     data = json.loads((out / "plan.json").read_text())
     (alb,) = [r for r in data["resources"] if r["type"] == "alicloud:alb/loadBalancer:LoadBalancer"]
     assert alb["inputs"]["addressType"] == "Intranet"
@@ -278,7 +279,7 @@ def test_the_sandbox_domain_is_described_by_the_alb_the_program_records(tmp_path
 
 def test_plan_writes_the_picture_and_the_full_graph_beside_plan_md_instead_of_the_graph_inside_it(tmp_path):
     out = tmp_path / "dev"
-    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
+    offline_plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", out)
     md = (out / "plan.md").read_text()
     assert "flowchart" not in md and "```mermaid\ngantt" in md and "```mermaid\npie" in md
     assert (out / "plan.svg").read_text().startswith("<svg ")

@@ -15,6 +15,7 @@ import plan
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
 from components.model import parse_settings
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, PlatformRefs
+from offline import plan as offline_plan
 from offline.engine import STACK_REFERENCE_TYPE, StackOutputs, run_program
 from offline.report.latency import RAYJOB_TYPE, critical_path, is_gpu_pool, is_prepull
 from tests.conftest import REPO, SPLIT_STACKS, record, stack_settings
@@ -181,7 +182,7 @@ def _distinct_platform_outputs() -> StackOutputs:
 
 @pytest.fixture(scope="module")
 def referenced():
-    config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml")
+    config, secret_keys, _ = offline_plan.stack_config(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml")
     settings = parse_settings(stack_settings(EXPERIMENT))
     return run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=EXPERIMENT,
                        stack_references={settings.platform_stack: _distinct_platform_outputs()})
@@ -232,8 +233,9 @@ def test_every_input_that_names_a_platform_thing_derives_from_the_reference(refe
 def test_an_experiment_without_its_platform_rendered_fails_loudly():
     # In a process of its own, like the owner-mismatch test above: a program that failed mid-run leaves the Pulumi
     # runtime unusable for the next run in the same process (a later test's fixture then failed in CI).
-    script = ("import sys; from pathlib import Path; import plan; from offline.engine import run_program; "
-              f"config, keys, _ = plan.stack_config(Path('stacks/Pulumi.{EXPERIMENT}.yaml')); "
+    script = ("import sys; from pathlib import Path; from offline import plan as offline_plan; "
+              "from offline.engine import run_program; "
+              f"config, keys, _ = offline_plan.stack_config(Path('stacks/Pulumi.{EXPERIMENT}.yaml')); "
               f"run_program(Path('__main__.py'), config, keys, project={PROJECT!r}, stack={EXPERIMENT!r})")
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -243,7 +245,7 @@ def test_an_experiment_without_its_platform_rendered_fails_loudly():
 
 @pytest.fixture(scope="module")
 def pair_plan(tmp_path_factory):
-    return plan.build_plan(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml", EXPERIMENT, tmp_path_factory.mktemp("p") / "out")
+    return offline_plan.build_plan(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml", EXPERIMENT, tmp_path_factory.mktemp("p") / "out")
 
 
 def test_the_warm_platform_critical_path_excludes_everything_the_platform_owns(pair_plan):
@@ -285,7 +287,7 @@ def test_an_experiment_that_owns_an_ecs_pool_waits_for_the_join_and_the_pull_on_
            "memory_gib_per_node": 1536, "ecs": {"instance_types": ["ecs.gn8v-8x.48xlarge"], "min_nodes": min_nodes}}
     raw = stack_settings(EXPERIMENT, {"gpu_pool": ecs})
     settings = parse_settings(raw)
-    config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml")
+    config, secret_keys, _ = offline_plan.stack_config(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml")
     outputs = _distinct_platform_outputs()
     # A platform whose team quota fits this pool's nodes (the shipped one describes its 104-CPU Lingjun node).
     team = {"team": settings.job.namespace, "nvidia.com/gpu": 8.0, "cpu": 192.0, "memory": 1536.0 * 2**30}
@@ -306,12 +308,12 @@ def test_an_experiment_that_owns_an_ecs_pool_waits_for_the_join_and_the_pull_on_
 
 def test_plan_md_states_both_figures_and_who_owns_the_gpu_nodes(pair_plan, tmp_path):
     out = tmp_path / "p"
-    plan.build_plan(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml", EXPERIMENT, out)
+    offline_plan.build_plan(STACKS_DIR / f"Pulumi.{EXPERIMENT}.yaml", EXPERIMENT, out)
     md = (out / "plan.md").read_text()
     assert "new platform + experiment" in md and "experiment on a warm platform" in md
     assert "Who owns the GPU nodes:** the platform stack" in md
     assert "GPU nodes: the platform's pool (gpu_pool.owner: platform), billed in the platform's estimate" in md
-    plan.build_plan(STACKS_DIR / f"Pulumi.{PLATFORM}.yaml", PLATFORM, tmp_path / "q")
+    offline_plan.build_plan(STACKS_DIR / f"Pulumi.{PLATFORM}.yaml", PLATFORM, tmp_path / "q")
     platform_md = (tmp_path / "q" / "plan.md").read_text()
     assert "Who owns the GPU nodes:** the platform stack" in platform_md
     assert "| Lingjun GPU nodes (1 x GU8TF) |" in platform_md, "the cost estimate bills the GPU nodes to their owner"
@@ -363,7 +365,7 @@ def test_every_stack_reference_is_a_name_the_diy_backend_accepts_in_either_layou
     # the DIY backend's legacy layout (no projects) parses a StackReference's name as a bare stack name: the fully
     # qualified organization/<project>/<stack> once failed the preview there (the experiment's platform, the
     # create-only guard's own stack)
-    config, secret_keys, _ = plan.stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
+    config, secret_keys, _ = offline_plan.stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
     platform = stack_settings(stack).get("platform_stack")
     refs = {platform: StackOutputs.of(record(platform.rsplit("/", 1)[-1]))} if platform else {}
     rec = run_program(REPO / "__main__.py", config, secret_keys, project=PROJECT, stack=stack,

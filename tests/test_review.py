@@ -14,6 +14,7 @@ import yaml
 
 import plan
 from components.config import SETTINGS_KEY, STACKS_DIR
+from offline import plan as offline_plan
 from offline import review
 from offline.changes import Change
 from tests.conftest import REPO, deep_merge, record
@@ -36,8 +37,8 @@ def dev_3b_to_7b(tmp_path_factory):
     out = tmp / "out"
     assert plan.main(["--config-file", str(new), "--base-config-file", str(STACKS_DIR / "Pulumi.dev.yaml"),
                       "--out", str(out)]) == 0
-    alone_3b = plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", tmp / "alone-3b")
-    alone_7b = plan.build_plan(new, "dev", tmp / "alone-7b")
+    alone_3b = offline_plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", tmp / "alone-3b")
+    alone_7b = offline_plan.build_plan(new, "dev", tmp / "alone-7b")
     return json.loads((out / "plan.json").read_text()), (out / "plan.md").read_text(), alone_3b, alone_7b
 
 
@@ -144,8 +145,8 @@ def test_a_change_that_moves_the_run_over_its_budget_warns(dev_3b_to_7b, tmp_pat
     _, _, old, new = dev_3b_to_7b
     budget = round((old["sections"]["cost"]["total"] + new["sections"]["cost"]["total"]) / 2, 2)
     over = {"cost": {"budget_per_run": budget}}
-    base = plan.build_plan(_write(tmp_path / "Pulumi.dev.yaml", "dev", over), "dev", tmp_path / "b")
-    seven = plan.build_plan(_write(tmp_path / "Pulumi.dev.yaml", "dev", deep_merge(SEVEN_B, over)), "dev", tmp_path / "n")
+    base = offline_plan.build_plan(_write(tmp_path / "Pulumi.dev.yaml", "dev", over), "dev", tmp_path / "b")
+    seven = offline_plan.build_plan(_write(tmp_path / "Pulumi.dev.yaml", "dev", deep_merge(SEVEN_B, over)), "dev", tmp_path / "n")
     assert base["sections"]["cost"]["budget"]["over"] == []
     (message,) = seven["sections"]["cost"]["budget"]["over"]
     assert f"{new['sections']['cost']['total']:,.2f} USD" in message and f"{budget:,.2f}" in message

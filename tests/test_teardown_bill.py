@@ -7,16 +7,16 @@ import json
 import pytest
 import yaml
 
-import plan
 from components.config import STACKS_DIR
 from keeper.destroy import GUARDED_TYPES
+from offline import plan as offline_plan
 from offline.report.cost import HOURS_PER_MONTH
 from tests.conftest import STACKS
 
 
 def _plan(stack: str, tmp_path) -> tuple[dict, str]:
     out = tmp_path / stack
-    plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, out)
+    offline_plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, out)
     return json.loads((out / "plan.json").read_text()), (out / "plan.md").read_text()
 
 

@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-import plan
 from components.config import STACKS_DIR
+from offline import plan as offline_plan
 from tests.conftest import deep_merge
 
 VARIANTS = {
@@ -60,7 +60,7 @@ def test_the_offline_plan_renders_every_variant_without_leaking_a_secret(variant
     path = tmp_path / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump(doc))
     out = tmp_path / "out"
-    result = plan.build_plan(path, stack, out, secret_values=SECRETS)
+    result = offline_plan.build_plan(path, stack, out, secret_values=SECRETS)
     assert result["resources"] and (out / "plan.md").is_file()
     entry = json.loads((out / "plan.json").read_text())["training_entrypoint"]
     assert entry.startswith("python3 /etc/verl-ack/config/verl_ack_entrypoint.py ")
@@ -83,7 +83,7 @@ def test_a_custom_model_read_from_a_config_json_in_the_stacks_folder_plans_and_s
         "preset": "custom", "custom": {"hf_id": "acme/qwen3-1.7b-tuned", "config_json": "models/qwen3-1.7b-tuned.json"}}})
     path = tmp_path / "Pulumi.dev.yaml"
     path.write_text(yaml.safe_dump(doc))
-    plan.build_plan(path, "dev", tmp_path / "out", secret_values=SECRETS)
+    offline_plan.build_plan(path, "dev", tmp_path / "out", secret_values=SECRETS)
     md = (tmp_path / "out" / "plan.md").read_text()
     assert "acme/qwen3-1.7b-tuned (1.721 B parameters, qwen3; layout defaults from the nearest qwen3 preset, qwen3-1.7b)" in md
     assert "no qwen3 model measured yet: its estimate is uncalibrated" in md

@@ -49,7 +49,7 @@ def recorded() -> tuple[set[str], set[str], set[str]]:
 
     import yaml
 
-    import plan
+    from offline import plan
 
     managed: set[str] = set()
     reads: set[str] = set()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import STACKS_DIR
-from plan import build_plan
+from offline.plan import build_plan
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", "docs/estimates.md", "docs/latency.md", "docs/stacks.md"]

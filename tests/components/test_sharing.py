@@ -162,7 +162,7 @@ def test_single_stacks_neither_queue_nor_collect_logs():
 def test_a_sweeps_plan_states_one_gpu_time_its_variants_sum_to_the_cost_sections_figure(tmp_path):
     # the cost section once counted one run of a 4-variant sweep, with a GPU-hour figure the variant table disagreed on
     from components.config import STACKS_DIR
-    from plan import build_plan
+    from offline.plan import build_plan
 
     data = build_plan(STACKS_DIR / "Pulumi.dev-sweep.yaml", "dev-sweep", tmp_path / "dev-sweep")
     use, sweep = data["sections"]["cost"]["platform_gpu_use"], data["sections"]["sharing"]["sweep"]
@@ -182,7 +182,7 @@ def _experiment_on(platform_teams: dict | None, overrides: dict | None = None, s
 
     from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
     from offline.engine import StackOutputs, run_program
-    from plan import stack_config
+    from offline.plan import stack_config
     from tests.conftest import REPO
 
     raw = stack_settings(stack, overrides)

@@ -47,7 +47,7 @@ def test_the_capacity_is_the_teams_max_when_smaller_than_the_pool():
 @pytest.fixture(scope="module")
 def sweep_plan(tmp_path_factory):
     from components.config import STACKS_DIR
-    from plan import build_plan
+    from offline.plan import build_plan
 
     out = tmp_path_factory.mktemp("dev-sweep")
     return build_plan(STACKS_DIR / "Pulumi.dev-sweep.yaml", "dev-sweep", out), out
@@ -85,7 +85,7 @@ def test_the_sweeps_picture_draws_every_variant_where_the_queue_puts_it(sweep_pl
 
 def test_a_stack_without_a_sweep_draws_no_queue(tmp_path):
     from components.config import STACKS_DIR
-    from plan import build_plan
+    from offline.plan import build_plan
 
     build_plan(STACKS_DIR / "Pulumi.dev-grpo.yaml", "dev-grpo", tmp_path / "g")
     assert "sweep-queue" not in (tmp_path / "g" / "plan.svg").read_text()

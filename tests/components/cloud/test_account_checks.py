@@ -10,10 +10,10 @@ import pytest
 import yaml
 from pulumi import RunError
 
-import plan
 from components.cloud import account_checks
 from components.config import STACKS_DIR, SettingsError
 from offline import fakes
+from offline import plan as offline_plan
 from offline.engine import run_program
 from tests.conftest import REAL_DEV_VALUES
 
@@ -26,16 +26,16 @@ def account(monkeypatch) -> fakes.FakeAccount:
 
 
 def refusal(stack: str, tmp_path, *, offline: bool = True, path=None) -> list:
-    config, secret_keys, _ = plan.stack_config(path or STACKS_DIR / f"Pulumi.{stack}.yaml")
+    config, secret_keys, _ = offline_plan.stack_config(path or STACKS_DIR / f"Pulumi.{stack}.yaml")
     with pytest.raises(SettingsError) as info:
-        run_program(plan.REPO / "__main__.py", config, secret_keys, project=plan.PROJECT, stack=stack,
+        run_program(offline_plan.REPO / "__main__.py", config, secret_keys, project=offline_plan.PROJECT, stack=stack,
                     offline_plan=offline)
     return info.value.problems
 
 
 def test_the_shipped_stacks_pass_the_account_checks_of_the_fake_account_and_the_reads_are_recorded(tmp_path, account):
     for stack in ("dev", "existing-ecs", "dev-platform"):
-        result = plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / stack)
+        result = offline_plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / stack)
         tokens = {i["token"] for i in result["invokes"]}
         assert "alicloud:index/getZones:getZones" in tokens and "alicloud:ram/getRoles:getRoles" in tokens
 
@@ -86,7 +86,7 @@ def test_the_autoscaler_role_is_required_where_an_ecs_gpu_pool_is_created(tmp_pa
     assert "AliyunCSManagedAutoScalerRole" in problem.message
     account.ram_roles.append("AliyunCSManagedAutoScalerRole")
     account.ram_roles.remove("AliyunCSManagedKubernetesRole")  # an existing cluster needs none of the cluster roles
-    plan.build_plan(STACKS_DIR / "Pulumi.existing-ecs.yaml", "existing-ecs", tmp_path / "ecs")
+    offline_plan.build_plan(STACKS_DIR / "Pulumi.existing-ecs.yaml", "existing-ecs", tmp_path / "ecs")
 
 
 def test_an_existing_bucket_the_account_lacks_fails_the_preview(tmp_path, account):
@@ -127,8 +127,9 @@ def test_a_stack_with_real_values_passes_a_real_preview(tmp_path, account):
     account.dns_domains.append("team.dev")
     path = tmp_path / "Pulumi.real.yaml"
     path.write_text(yaml.safe_dump(doc))
-    config, secret_keys, _ = plan.stack_config(path)
-    run_program(plan.REPO / "__main__.py", config, secret_keys, project=plan.PROJECT, stack="real", offline_plan=False)
+    config, secret_keys, _ = offline_plan.stack_config(path)
+    run_program(offline_plan.REPO / "__main__.py", config, secret_keys, project=offline_plan.PROJECT, stack="real",
+                offline_plan=False)
 
 
 def test_the_offline_flag_alone_does_not_make_a_run_offline(monkeypatch):
@@ -140,7 +141,7 @@ def test_the_offline_flag_alone_does_not_make_a_run_offline(monkeypatch):
 
 
 def test_the_offline_engine_leaves_the_environment_as_it_found_it(tmp_path, account):
-    plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", tmp_path / "dev")
+    offline_plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", tmp_path / "dev")
     assert account_checks.OFFLINE_PLAN_ENV not in os.environ
 
 
@@ -150,7 +151,7 @@ def test_an_experiment_whose_platform_stack_names_another_organization_is_refuse
     path = tmp_path / "Pulumi.grpo.yaml"
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(SettingsError) as info:
-        plan.build_plan(path, "grpo", tmp_path / "o")
+        offline_plan.build_plan(path, "grpo", tmp_path / "o")
     [problem] = info.value.problems
     assert problem.field == "platform_stack" and "names the organization 'someone-else'" in problem.message
 
@@ -160,13 +161,13 @@ def real_lingjun_stack(tmp_path) -> tuple[dict, list]:
     doc["config"]["verl-ack:settings"]["gpu_pool"]["lingjun"].update(REAL_DEV_VALUES["gpu_pool"]["lingjun"])
     path = tmp_path / "Pulumi.real.yaml"
     path.write_text(yaml.safe_dump(doc))
-    config, secret_keys, _ = plan.stack_config(path)
+    config, secret_keys, _ = offline_plan.stack_config(path)
     return config, secret_keys
 
 
 def run_real(tmp_path):
     config, secret_keys = real_lingjun_stack(tmp_path)
-    return run_program(plan.REPO / "__main__.py", config, secret_keys, project=plan.PROJECT, stack="real")
+    return run_program(offline_plan.REPO / "__main__.py", config, secret_keys, project=offline_plan.PROJECT, stack="real")
 
 
 def test_real_lingjun_ids_are_read_from_the_account_under_the_pool_with_its_provider_and_pass(tmp_path, account):
@@ -181,7 +182,7 @@ def test_real_lingjun_ids_are_read_from_the_account_under_the_pool_with_its_prov
 
 
 def test_the_shipped_placeholder_lingjun_ids_are_not_read_in_the_offline_plan(tmp_path, account):
-    result = plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", tmp_path / "dev")
+    result = offline_plan.build_plan(STACKS_DIR / "Pulumi.dev.yaml", "dev", tmp_path / "dev")
     assert not [r for r in result["resources"] if r["type"].startswith("alicloud:eflo/")]
 
 

@@ -11,7 +11,7 @@ import pytest
 from components.cloud.create_only import CREATE_ONLY_SETTINGS, create_only_values, refused_changes
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
 from offline.engine import STACK_REFERENCE_TYPE, run_program
-from plan import stack_config
+from offline.plan import stack_config
 from tests.components.cloud.test_common import EXISTING_VPC, NEW_VPC, settings_of
 from tests.conftest import REPO, stack_settings
 

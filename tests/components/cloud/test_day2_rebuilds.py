@@ -6,7 +6,7 @@ from components.cloud.ingress import certificate_name_for
 from components.config import PROJECT, STACKS_DIR
 from offline import fakes
 from offline.engine import run_program
-from plan import stack_config
+from offline.plan import stack_config
 from tests.components.cloud.test_common import EXISTING_VPC, NEW_VPC, depends_on, settings_of
 from tests.conftest import REPO, record
 

@@ -15,8 +15,8 @@ from components.wiring import completion_marker, dataset_files, model_cache_key,
 from components.workloads.cache import marker_listed
 from offline import fakes
 from offline.engine import StackOutputs, run_program
+from offline.plan import stack_config
 from offline.report.latency import PlatformRun, critical_path, kind_of, latency_section
-from plan import stack_config
 from tests.conftest import PROJECT, REPO, record, stack_settings
 
 EXPERIMENT = "dev-grpo"

@@ -146,7 +146,7 @@ def test_one_estimate_the_plan_json_cost_is_the_recorded_graph_and_no_stack_outp
 
 def _plan(stack: str, tmp_path) -> dict:
     from components.config import STACKS_DIR
-    from plan import build_plan
+    from offline.plan import build_plan
 
     return build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path / stack)
 

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import plan
 from components.config import STACKS_DIR
+from offline import plan as offline_plan
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -17,7 +17,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 @pytest.fixture(scope="module", params=["dev", "existing-ecs", "dev-grpo", "dev-platform"])
 def rendered(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
-    plan.build_plan(STACKS_DIR / f"Pulumi.{request.param}.yaml", request.param, out)
+    offline_plan.build_plan(STACKS_DIR / f"Pulumi.{request.param}.yaml", request.param, out)
     data = json.loads((out / "plan.json").read_text())
     return data, ET.fromstring((out / "plan.svg").read_text()), (out / "plan.md").read_text()
 
@@ -96,7 +96,7 @@ def test_the_mermaid_gantt_and_pie_in_plan_md_hold_the_same_steps_and_costs(rend
 def test_every_text_of_the_picture_stays_inside_it_and_row_labels_end_before_the_bars(stack, tmp_path):
     from offline.report.picture import MAX_LEFT, WIDTH, text_px
 
-    plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path)
+    offline_plan.build_plan(STACKS_DIR / f"Pulumi.{stack}.yaml", stack, tmp_path)
     root = ET.fromstring((tmp_path / "plan.svg").read_text())
     left = float(root.get("data-left"))
     rows = {float(r.get("y")) + 12 for r in root.iter(f"{SVG}rect") if r.get("class") in ("step", "cost")}
