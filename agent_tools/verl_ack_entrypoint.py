@@ -207,6 +207,19 @@ class Supervisor:
                     self.child.kill()
 
 
+def _running(pid: int) -> bool:
+    """The process exists and has not exited: a zombie (exited, its parent has not reaped it yet) has finished."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def stop(pid_file: str, wait: float) -> int:
     """`--stop` (the head container's preStop hook: a suspended, deadline-expired or deleted job's pods go away
     without a signal to this program): SIGTERM to the running entrypoint, then wait for it to finish its close-up."""
@@ -217,11 +230,7 @@ def stop(pid_file: str, wait: float) -> int:
     except (OSError, ValueError):
         return 0  # no entrypoint running in this container (a worker pod, or the job is over)
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return 0
+    while time.monotonic() < deadline and _running(pid):
         time.sleep(0.2)
     return 0
 
