@@ -13,12 +13,11 @@ the failed pod's termination message, as it does for the node gate (gate.py says
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from components.config import Settings
-from components.wiring import non_root_pod_security, ray_namespace, restricted_container_security, system_scheduling
-from components.workloads.data import CODE_ROOT, NOBODY
+from components.wiring import ray_namespace
+from components.workloads.training.gate import check_job_manifest
 from components.workloads.training.run_spec import RunSpec
 
 POLL_SECONDS = 10
@@ -68,41 +67,8 @@ def admission_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> 
     timeout = s.queue.admission_timeout_seconds
     env = {"ADMIT_NAMESPACE": ray_namespace(s), "ADMIT_RAYJOB": spec.name,
            "ADMIT_QUEUE_UNIT_API": s.queue.queue_unit_api, "ADMIT_TIMEOUT_SECONDS": str(timeout),
-           "ADMIT_POLL_SECONDS": str(POLL_SECONDS), "ADMIT_HINTS": json.dumps(hints(s)),
-           "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
-    sched = system_scheduling(s)
-    tiny = {"cpu": "100m", "memory": "128Mi"}
-    job_spec = {
-        "backoffLimit": 0,  # the check polls itself; a second pod would only wait again
-        "activeDeadlineSeconds": timeout + 300,  # pulling the small image and starting count too
-        "template": {
-            "metadata": {"labels": dict(LABELS)},
-            "spec": {
-                "restartPolicy": "Never",
-                "serviceAccountName": account_name(spec),
-                "automountServiceAccountToken": True,  # it reads one RayJob and the QueueUnits, nothing else
-                "enableServiceLinks": False,
-                "nodeSelector": dict(sched.node_selector),
-                "tolerations": [dict(t) for t in sched.tolerations],
-                "securityContext": non_root_pod_security(NOBODY),
-                "containers": [{
-                    "name": "admission",
-                    "image": s.versions.dataset_image,
-                    "command": ["python", "-m", "pipeline.queue_admission"],
-                    "env": [{"name": k, "value": v} for k, v in env.items()],
-                    "resources": {"requests": dict(tiny), "limits": dict(tiny)},
-                    "terminationMessagePolicy": "FallbackToLogsOnError",
-                    "securityContext": restricted_container_security(),
-                    "volumeMounts": [{"name": "code", "mountPath": f"{CODE_ROOT}/pipeline", "readOnly": True}],
-                }],
-                "volumes": [{"name": "code", "configMap": {"name": code_config_map, "defaultMode": 0o444}}],
-            },
-        },
-    }
-    checked = json.dumps({"job": job_spec, "run": [spec.name, spec.entrypoint, spec.wiring.config_sha256]},
-                         sort_keys=True)
-    digest = hashlib.sha256(checked.encode()).hexdigest()[:10]
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"{spec.name[:40]}-admit-{digest}", "namespace": s.job.namespace,
-                         "labels": dict(LABELS)},
-            "spec": job_spec}
+           "ADMIT_POLL_SECONDS": str(POLL_SECONDS), "ADMIT_HINTS": json.dumps(hints(s))}
+    # It reads one RayJob and the QueueUnits (its Role), nothing else.
+    return check_job_manifest(s, spec, code_config_map, container="admission", module="pipeline.queue_admission",
+                              suffix="admit", env=env, timeout=timeout, service_account=account_name(spec),
+                              labels=LABELS)

@@ -102,36 +102,34 @@ def service_account_manifest(s: Settings, namespace: str) -> dict:
             "metadata": {"name": gate_object_name(s), "namespace": namespace, "labels": dict(LABELS)}}
 
 
-def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
-    """The gate Job guarding one run (`spec`), in the job namespace beside the pipeline code ConfigMap it mounts
-    (not the Ray pods' privileged one, wiring.ray_namespace: the gate needs no privilege)."""
-    timeout = s.job.node_gate_timeout_seconds
-    env = {"GATE_POOL": pool_name(s), "GATE_SELECTOR": selector_text(spec.scheduling), "GATE_NODES": str(spec.nodes),
-           "GATE_RESOURCES": json.dumps(needed_resources(spec), sort_keys=True),
-           "GATE_TIMEOUT_SECONDS": str(timeout), "GATE_POLL_SECONDS": str(POLL_SECONDS),
-           "GATE_HINTS": json.dumps(hints(s, spec)),
-           **({"GATE_COLLECTOR": s.logs.collector_daemonset} if s.logs.enabled else {}),
-           "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+def check_job_manifest(s: Settings, spec: RunSpec, code_config_map: str, *, container: str, module: str,
+                       suffix: str, env: dict[str, str], timeout: int, service_account: str,
+                       labels: dict[str, str]) -> dict:
+    """A small check Job of one run (`spec`), as the gate and the queue admission check are: `python -m <module>`
+    from the pipeline code ConfigMap, on the system pool, non-root, one pod that polls until its own timeout. Its
+    name carries a digest of what it checks, so a changed run gets a new check."""
     sched = system_scheduling(s)
     tiny = {"cpu": "100m", "memory": "128Mi"}
     job_spec = {
-        "backoffLimit": 0,  # the gate waits itself; a second pod would only wait again
+        "backoffLimit": 0,  # the check waits itself; a second pod would only wait again
         "activeDeadlineSeconds": timeout + 300,  # pulling the small image and starting count too
         "template": {
-            "metadata": {"labels": dict(LABELS)},
+            "metadata": {"labels": dict(labels)},
             "spec": {
                 "restartPolicy": "Never",
-                "serviceAccountName": gate_object_name(s),
-                "automountServiceAccountToken": True,  # it lists nodes, with nothing else allowed
+                "serviceAccountName": service_account,
+                "automountServiceAccountToken": True,  # it reads what its Role allows, nothing else
                 "enableServiceLinks": False,
                 "nodeSelector": dict(sched.node_selector),
                 "tolerations": [dict(t) for t in sched.tolerations],
                 "securityContext": non_root_pod_security(NOBODY),
                 "containers": [{
-                    "name": "gate",
+                    "name": container,
                     "image": s.versions.dataset_image,
-                    "command": ["python", "-m", "pipeline.node_gate"],
-                    "env": [{"name": k, "value": v} for k, v in env.items()],
+                    "command": ["python", "-m", module],
+                    "env": [{"name": k, "value": v} for k, v in
+                            {**env, "PYTHONPATH": CODE_ROOT, "PYTHONDONTWRITEBYTECODE": "1",
+                             "PYTHONUNBUFFERED": "1"}.items()],
                     "resources": {"requests": dict(tiny), "limits": dict(tiny)},
                     # The message pulumi-kubernetes shows; the log tail when the script could not write it.
                     "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -142,10 +140,23 @@ def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
             },
         },
     }
-    guarded = json.dumps({"job": job_spec, "run": [spec.name, spec.entrypoint, spec.wiring.config_sha256]},
+    checked = json.dumps({"job": job_spec, "run": [spec.name, spec.entrypoint, spec.wiring.config_sha256]},
                          sort_keys=True)
-    digest = hashlib.sha256(guarded.encode()).hexdigest()[:10]
+    digest = hashlib.sha256(checked.encode()).hexdigest()[:10]
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"{spec.name[:40]}-gate-{digest}", "namespace": s.job.namespace,
-                         "labels": dict(LABELS)},
+            "metadata": {"name": f"{spec.name[:40]}-{suffix}-{digest}", "namespace": s.job.namespace,
+                         "labels": dict(labels)},
             "spec": job_spec}
+
+
+def gate_job_manifest(s: Settings, spec: RunSpec, code_config_map: str) -> dict:
+    """The gate Job guarding one run (`spec`), in the job namespace beside the pipeline code ConfigMap it mounts
+    (not the Ray pods' privileged one, wiring.ray_namespace: the gate needs no privilege)."""
+    timeout = s.job.node_gate_timeout_seconds
+    env = {"GATE_POOL": pool_name(s), "GATE_SELECTOR": selector_text(spec.scheduling), "GATE_NODES": str(spec.nodes),
+           "GATE_RESOURCES": json.dumps(needed_resources(spec), sort_keys=True),
+           "GATE_TIMEOUT_SECONDS": str(timeout), "GATE_POLL_SECONDS": str(POLL_SECONDS),
+           "GATE_HINTS": json.dumps(hints(s, spec)),
+           **({"GATE_COLLECTOR": s.logs.collector_daemonset} if s.logs.enabled else {})}
+    return check_job_manifest(s, spec, code_config_map, container="gate", module="pipeline.node_gate", suffix="gate",
+                              env=env, timeout=timeout, service_account=gate_object_name(s), labels=LABELS)
