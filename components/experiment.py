@@ -165,11 +165,13 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
         zone = s.gpu_pool.zone
         net = NetworkRefs(vpc_id="", node_vswitch_ids={zone: vswitches.apply(lambda ids: ids[zone])})
         # The platform keeps the pool (gpu_pool.owner: platform): schedule on its labels and taints, create none.
-        pools = NodePools("pools", NodePoolsArgs(s, refs.cluster_id, net, tags, provider, egress_ready=[],
+        pools = NodePools("pools", NodePoolsArgs(settings=s, cluster_id=refs.cluster_id, network=net, tags=tags,
+                                                 provider=provider, egress_ready=[],
                                                  system=False)) if s.owns_gpu_pool() else None
         owner_check = pulumi.Output.from_input(refs.gpu_pool_owner).apply(lambda o: checked_gpu_pool_owner(s, o))
-        roles = Identity("identity", IdentityArgs(s, refs.bucket_name, refs.oidc_provider_arn, refs.oidc_issuer_url,
-                                                  tags, provider, k8s_provider, roles=EXPERIMENT_ROLES))
+        roles = Identity("identity", IdentityArgs(settings=s, bucket_name=refs.bucket_name,
+                                                  oidc_provider_arn=refs.oidc_provider_arn, oidc_issuer_url=refs.oidc_issuer_url,
+                                                  tags=tags, provider=provider, k8s_provider=k8s_provider, roles=EXPERIMENT_ROLES))
         identity = roles.workload
         cluster_refs = ClusterRefs(refs.cluster_id, k8s_provider)
         storage_refs = StorageRefs(bucket_name=refs.bucket_name, endpoint=refs.oss_endpoint,  # type: ignore[arg-type]
@@ -183,8 +185,9 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     gpu_pool_id = pools.gpu.node_pool_id if pools and pools.gpu else refs.gpu_pool_id
     # An experiment lists its platform's bucket for the staging cache's markers before creating any Job.
     cache = cache_entries(s, cache_provider)
-    data = DataJobs("data", DataArgs(s, cluster_refs, storage_refs, identity, secrets.hf_token,
-                                     secrets.modelscope_token, cache=cache))
+    data = DataJobs("data", DataArgs(settings=s, cluster=cluster_refs, storage=storage_refs, identity=identity,
+                                     hf_token=secrets.hf_token,
+                                     modelscope_token=secrets.modelscope_token, cache=cache))
     # The image onto each GPU node as it joins: only the namespace (and a single stack's registry) first. A
     # platform-owned pool has the platform's pre-pull of the same image (components/platform.py).
     prepull = ImagePrepull("prepull", s, image, scheduling, identity.namespace, cluster_refs,  # type: ignore[arg-type]
@@ -193,8 +196,9 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     # The RayJob after GPU nodes, data, MLflow and MCP exist; a sweep's variants each as their own (train-<key>).
     runs = [(f"train-{v.key}", v.settings, v.layout) for v in variants(s)] or [("train", s, layout)]
     requests: dict[str, dict[str, float]] = {}
-    jobs = {name: TrainingJob(name, TrainingJobArgs(rs, rl, cluster_refs, scheduling, storage_refs, identity,
-                                                    secrets.sandbox_api_key,
+    jobs = {name: TrainingJob(name, TrainingJobArgs(settings=rs, layout=rl, cluster=cluster_refs, gpu=scheduling,
+                                                    storage=storage_refs, identity=identity,
+                                                    sandbox_api_key=secrets.sandbox_api_key,
                                                     wait_for=[*gpu_ready, *platform_ready, data],
                                                     gate_code=data.code_config_map, gate_after=gpu_ready,
                                                     shape=rayjob_shape(rs, rl, requests), **overrides))

@@ -70,36 +70,44 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     alicloud_provider = alicloud.Provider("alicloud", region=s.region)
     check_account(s, alicloud_provider)  # placeholders and account reads refuse the stack before anything is created
 
-    network = Network("net", NetworkArgs(s, tags, alicloud_provider)) if creates_network(s) else None
+    network = Network("net", NetworkArgs(settings=s, tags=tags, provider=alicloud_provider)) if creates_network(s) else None
     net_refs = network.refs if network else existing_network_refs(s)
-    cluster = Cluster("ack", ClusterArgs(s, tags, net_refs, alicloud_provider,
+    cluster = Cluster("ack", ClusterArgs(settings=s, tags=tags, network=net_refs, provider=alicloud_provider,
                                          egress_ready=network.egress_ready if network else []))
-    pools = NodePools("pools", NodePoolsArgs(s, cluster.cluster_id, net_refs, tags, alicloud_provider,
+    pools = NodePools("pools", NodePoolsArgs(settings=s, cluster_id=cluster.cluster_id, network=net_refs, tags=tags,
+                                             provider=alicloud_provider,
                                              egress_ready=network.egress_ready if network else [],
                                              gpu=s.owns_gpu_pool()))
-    addons = Addons("addons", AddonsArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
-                                         pools.system_ready))
-    identity = Identity("identity", IdentityArgs(s, s.storage.bucket_name, cluster.oidc.provider_arn,
-                                                 cluster.oidc.issuer_url, tags, alicloud_provider, cluster.k8s_provider,
+    addons = Addons("addons", AddonsArgs(settings=s, cluster_id=cluster.cluster_id, provider=alicloud_provider,
+                                         k8s_provider=cluster.k8s_provider,
+                                         nodes_ready=pools.system_ready))
+    identity = Identity("identity", IdentityArgs(settings=s, bucket_name=s.storage.bucket_name,
+                                                 oidc_provider_arn=cluster.oidc.provider_arn,
+                                                 oidc_issuer_url=cluster.oidc.issuer_url, tags=tags,
+                                                     provider=alicloud_provider, k8s_provider=cluster.k8s_provider,
                                                  roles=None if single else PLATFORM_ROLES))
-    storage = Storage("storage", StorageArgs(s, tags, alicloud_provider, cluster.k8s_provider, identity.csi_role_name,
-                                             secrets.oss_access_key_id, secrets.oss_access_key_secret,
-                                             identity.workload.resources, vpc_id=net_refs.vpc_id))
-    ingress = Ingress("ingress", IngressArgs(s, net_refs, tags, alicloud_provider, cluster.k8s_provider,
-                                             secrets.tls_certificate, secrets.tls_private_key,
-                                             addons.alb_ready)) if s.sandbox.domain else None
+    storage = Storage("storage", StorageArgs(settings=s, tags=tags, provider=alicloud_provider,
+                                             k8s_provider=cluster.k8s_provider, csi_role_name=identity.csi_role_name,
+                                             access_key_id=secrets.oss_access_key_id,
+                                                 access_key_secret=secrets.oss_access_key_secret,
+                                             namespace_ready=identity.workload.resources, vpc_id=net_refs.vpc_id))
+    ingress = Ingress("ingress", IngressArgs(settings=s, network=net_refs, tags=tags, provider=alicloud_provider,
+                                             k8s_provider=cluster.k8s_provider,
+                                             tls_certificate=secrets.tls_certificate, tls_private_key=secrets.tls_private_key,
+                                             controller_ready=addons.alb_ready)) if s.sandbox.domain else None
     sandbox_addons = SandboxAddons("sandbox-addons", SandboxAddonsArgs(
-        s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider, secrets.sandbox_api_key, pools.system_ready,
-        ingress.ready if ingress else [])) if uses_sandbox_addons(s) else None
+        settings=s, cluster_id=cluster.cluster_id, provider=alicloud_provider, k8s_provider=cluster.k8s_provider,
+            admin_api_key=secrets.sandbox_api_key, nodes_ready=pools.system_ready,
+        ingress_ready=ingress.ready if ingress else [])) if uses_sandbox_addons(s) else None
     cluster_refs = ClusterRefs(cluster.cluster_id, cluster.k8s_provider, ready=pools.system_ready, addons=AddonRefs(
         csi=addons.csi_ready, kuberay=addons.kuberay_ready, pod_identity=addons.pod_identity_ready,
         sandbox=sandbox_addons.sandbox_ready if sandbox_addons else []))
 
-    sandboxes = Sandboxes("sandbox", SandboxArgs(s, cluster_refs, secrets.sandbox_api_key,
+    sandboxes = Sandboxes("sandbox", SandboxArgs(settings=s, cluster=cluster_refs, admin_key=secrets.sandbox_api_key,
                                                  sandbox_nodes_ready=pools.sandbox_ready)) \
         if s.sandbox.enabled else None
-    tracking = Tracking("tracking", TrackingArgs(s, cluster_refs, storage.refs, identity.workload,
-                                                 cluster.tracking_disk.id if cluster.tracking_disk else None)) \
+    tracking = Tracking("tracking", TrackingArgs(settings=s, cluster=cluster_refs, storage=storage.refs, identity=identity.workload,
+                                                 backend_disk_id=cluster.tracking_disk.id if cluster.tracking_disk else None)) \
         if s.tracking.enabled else None
     # The training image's ACR repository and the credential helper; experiments pull what `training_image` names.
     registry = ImageRegistry("image", s, cluster_refs, alicloud_provider)
@@ -110,11 +118,13 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
         if s.kind == "platform" and s.owns_gpu_pool() and s.image.prepull else None
 
     # Shared-platform services (a platform stack only): the job queue and the Ray log collection experiments use.
-    queueing = Queueing("queue", QueueingArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
-                                              pools.system_ready)) \
+    queueing = Queueing("queue", QueueingArgs(settings=s, cluster_id=cluster.cluster_id, provider=alicloud_provider,
+                                              k8s_provider=cluster.k8s_provider,
+                                              nodes_ready=pools.system_ready)) \
         if addon_installed(s, "kube_queue") else None
-    logs = LogCollection("logs", LogCollectionArgs(s, cluster.cluster_id, alicloud_provider, cluster.k8s_provider,
-                                                   pools.system_ready)) \
+    logs = LogCollection("logs", LogCollectionArgs(settings=s, cluster_id=cluster.cluster_id, provider=alicloud_provider,
+                                                   k8s_provider=cluster.k8s_provider,
+                                                   nodes_ready=pools.system_ready)) \
         if addon_installed(s, "logtail") else None
 
     refs = PlatformRefs(

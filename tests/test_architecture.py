@@ -177,6 +177,19 @@ def test_no_package_imports_a_command():
     assert up == []
 
 
+def test_every_components_args_dataclass_is_keyword_only():
+    """A component's `*Args` built by position swaps two values of one type silently when a field moves."""
+    import dataclasses
+    import importlib
+
+    positional = []
+    for mod in sorted(m for m in MODULES if _under(m, "components") and not m.endswith("__main__")):
+        for name, obj in vars(importlib.import_module(mod)).items():
+            if name.endswith("Args") and dataclasses.is_dataclass(obj) and obj.__module__ == mod:
+                positional += [f"{mod}.{name}.{f.name}" for f in dataclasses.fields(obj) if not f.kw_only]
+    assert positional == []
+
+
 def test_no_hub_module_without_a_written_reason():
     big = []
     tools = {f"tools.{p.stem}": p for p in (REPO / "tools").glob("*.py")}

@@ -152,7 +152,7 @@ def check_lingjun_floors(s: Settings, cluster_id: pulumi.Input[str], provider: p
     return live.addons.apply(check)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AddonsArgs:
     settings: Settings
     cluster_id: pulumi.Input[str]
@@ -222,7 +222,7 @@ class Addons(pulumi.ComponentResource):
         self.register_outputs({"addons": {r: a.name for r, a in self.addons.items()}})
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SandboxAddonsArgs:
     settings: Settings
     cluster_id: pulumi.Input[str]

@@ -95,7 +95,7 @@ def kubectl_commands(s: Settings) -> dict[str, str]:
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ClusterArgs:
     settings: Settings
     tags: dict[str, str]

@@ -185,7 +185,7 @@ def workload_service_accounts(s: Settings) -> list[str]:
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IdentityArgs:
     settings: Settings
     bucket_name: pulumi.Input[str]  # the policies name the bucket; a new bucket need not exist yet

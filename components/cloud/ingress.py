@@ -109,7 +109,7 @@ def sandbox_api_url(s: Settings) -> str | None:
     return f"https://api.{s.sandbox.domain}" if s.sandbox.domain else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IngressArgs:
     settings: Settings
     network: NetworkRefs

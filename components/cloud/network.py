@@ -51,7 +51,7 @@ def vswitch_plan(s: Settings) -> list[dict]:
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NetworkArgs:
     settings: Settings
     tags: dict[str, str]

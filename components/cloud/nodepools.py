@@ -176,7 +176,7 @@ def ray_port_rules(name: str, s: Settings, child: pulumi.ResourceOptions) -> lis
         for r in ray_port_rule_plan(s)]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NodePoolsArgs:
     settings: Settings
     cluster_id: pulumi.Input[str]

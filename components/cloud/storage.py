@@ -87,7 +87,7 @@ def keep_options(s: Settings) -> dict:
     return {"protect": keep, "retain_on_delete": keep}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StorageArgs:
     settings: Settings
     tags: dict[str, str]

@@ -299,7 +299,7 @@ def hub_tokens_secret_manifest(s: Settings) -> dict:
 
 
 # --------------------------------------------------------------------------------------------- component
-@dataclass
+@dataclass(kw_only=True)
 class DataArgs:
     settings: Settings
     cluster: ClusterRefs

@@ -208,7 +208,7 @@ def port_forward_commands(s: Settings) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------- component
-@dataclass
+@dataclass(kw_only=True)
 class TrackingArgs:
     settings: Settings
     cluster: ClusterRefs

@@ -30,7 +30,7 @@ from components.workloads.sandbox.open_source import (
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SandboxArgs:
     settings: Settings
     cluster: ClusterRefs

@@ -31,7 +31,7 @@ from components.workloads.training.verl_config import MCP_FILE, config_files, mc
 from components.workloads.training.volumes import persistent_volume, persistent_volume_claim
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainingJobArgs:
     settings: Settings
     layout: Layout  # resolved once, in __main__.py

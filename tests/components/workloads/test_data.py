@@ -305,9 +305,9 @@ def test_data_ready_lists_both_jobs_for_the_rayjob_to_depend_on(tmp_path):
         s = load_stack("dev")
         provider = k8s.Provider("k8s", kubeconfig="fake")
         data = DataJobs("data", DataArgs(
-            s, ClusterRefs("c-fake", provider),
-            StorageRefs("verl-ack-dev-data", "oss-ap-southeast-1-internal.aliyuncs.com", "rrsa", "role"),
-            WorkloadIdentity("verl")))
+            settings=s, cluster=ClusterRefs("c-fake", provider),
+            storage=StorageRefs("verl-ack-dev-data", "oss-ap-southeast-1-internal.aliyuncs.com", "rrsa", "role"),
+            identity=WorkloadIdentity("verl")))
         pulumi.export("ready", [r.urn for r in data.ready])
     """))
     rec = run_program(program, {}, [], project="verl-ack", stack="unit")
