@@ -160,6 +160,18 @@ def wait(list_nodes: Callable[[], dict], expected: int, needed: dict[str, str], 
         sleep(min(poll, max(0.0, timeout - waited)))
 
 
+def fail(text: str) -> int:
+    """Exit status 1 with `text` on stderr and as the pod's termination message, which pulumi-kubernetes shows for
+    the failed Job."""
+    print(text, file=sys.stderr, flush=True)
+    try:
+        with open(TERMINATION_LOG, "w", encoding="utf-8") as f:
+            f.write(text[:4000])
+    except OSError:
+        pass
+    return 1
+
+
 def main() -> int:
     env = os.environ
     pool, selector, expected = env["GATE_POOL"], env["GATE_SELECTOR"], int(env["GATE_NODES"])
@@ -188,13 +200,7 @@ def main() -> int:
                 f"{'; '.join(gaps)}. Their logs would never be collected: add those tolerations to the DaemonSet "
                 "(`kubectl -n " + namespace + " edit ds " + name + "`), set logs.collector_daemonset to the "
                 "collector this cluster runs, or set logs.enabled false")
-    print(text, file=sys.stderr, flush=True)
-    try:  # what pulumi-kubernetes shows for the failed pod (its termination message)
-        with open(TERMINATION_LOG, "w", encoding="utf-8") as f:
-            f.write(text[:4000])
-    except OSError:
-        pass
-    return 1
+    return fail(text)
 
 
 if __name__ == "__main__":

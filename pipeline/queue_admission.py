@@ -41,7 +41,7 @@ import urllib.error
 import urllib.request
 from typing import Callable, Literal
 
-from pipeline.node_gate import TERMINATION_LOG, Api
+from pipeline.node_gate import Api, fail
 
 # The enqueue marks of the open-source queues: koord-queue's RayJob handle, and kube-queue's (its other handles,
 # and ACK's ack-kube-queue lineage). Either one means a queue has the job.
@@ -168,13 +168,7 @@ def main() -> int:
         print(f"queue admission: RayJob {ns}/{name} is the queue's", flush=True)
         return 0
     text = message(ns, name, job, timeout, errors, json.loads(env.get("ADMIT_HINTS", "[]")))
-    print(text, file=sys.stderr, flush=True)
-    try:  # what pulumi-kubernetes shows for the failed pod (its termination message)
-        with open(TERMINATION_LOG, "w", encoding="utf-8") as f:
-            f.write(text[:4000])
-    except OSError:
-        pass
-    return 1
+    return fail(text)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 GIB = 1024**3
@@ -73,8 +73,7 @@ class Shape:
     tie_word_embeddings: bool
 
 
-SHAPE_FIELDS = ("family", "layers", "hidden_size", "intermediate_size", "attention_heads", "kv_heads", "head_dim",
-                "vocab_size", "tie_word_embeddings")
+SHAPE_FIELDS = tuple(f.name for f in fields(Shape))
 
 
 def export_presets() -> dict[str, dict]:

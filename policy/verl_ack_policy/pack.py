@@ -48,6 +48,13 @@ def plain(value: Any) -> Any:
     return value
 
 
+def _names_config(key: str, description: str) -> PolicyConfigSchema:
+    """The one setting an allow-listing policy takes: a list of names (stacks, namespaces, outputs), empty by
+    default."""
+    return PolicyConfigSchema(properties={
+        key: {"type": "array", "items": {"type": "string"}, "default": [], "description": description}})
+
+
 def _config(args: ResourceValidationArgs | StackValidationArgs, key: str, default: Any) -> Any:
     # The CLI fills in schema defaults when it configures the pack; a direct call (tests, older CLIs) may not.
     value = (args.get_config() or {}).get(key)
@@ -121,13 +128,8 @@ no_secrets_in_stack_outputs = StackValidationPolicy(
     name="no-secrets-in-stack-outputs",
     description="Guarantees no stack output carries a credential, except outputs listed in allowedOutputs.",
     enforcement_level=MANDATORY,
-    config_schema=PolicyConfigSchema(properties={
-        "allowedOutputs": {
-            "type": "array", "items": {"type": "string"}, "default": [],
-            "description": "Outputs deliberately exported with pulumi.Output.secret. The policy SDK hides the "
-                           "secret flag from policies, so those must be listed here to pass.",
-        },
-    }),
+    config_schema=_names_config("allowedOutputs", "Outputs deliberately exported with pulumi.Output.secret. The policy "
+                                "SDK hides the secret flag from policies, so those must be listed here to pass."),
     validate=_stack_validation(lambda args, resources: [
         (message, r.urn)
         for r in resources if r.type == checks.STACK
@@ -230,12 +232,8 @@ no_public_api_server = StackValidationPolicy(
                 "is in allowedStacks. Advisory: the dev, multinode and dev-platform stacks ship cluster.public_api: "
                 "true so Pulumi can reach the cluster from outside the VPC; make it mandatory where it must not be.",
     enforcement_level=EnforcementLevel.ADVISORY,
-    config_schema=PolicyConfigSchema(properties={
-        "allowedStacks": {
-            "type": "array", "items": {"type": "string"}, "default": [],
-            "description": "Stacks whose public API endpoint is deliberate (restricted by an ACL outside the program).",
-        },
-    }),
+    config_schema=_names_config("allowedStacks", "Stacks whose public API endpoint is deliberate (restricted by an ACL "
+                                "outside the program)."),
     validate=_stack_validation(lambda args, resources: exposure.check_public_api_server(
         resources, _config(args, "allowedStacks", []))),
 )
@@ -246,12 +244,8 @@ no_host_access = StackValidationPolicy(
                 "namespace, except the Ray pods in a namespace the stack labels privileged (multi-node RDMA) and "
                 "namespaces in allowedNamespaces; sandbox pods are held to sandbox-pod-hardening.",
     enforcement_level=MANDATORY,
-    config_schema=PolicyConfigSchema(properties={
-        "allowedNamespaces": {
-            "type": "array", "items": {"type": "string"}, "default": [],
-            "description": "Namespaces whose pods may take host access (a node agent installed deliberately).",
-        },
-    }),
+    config_schema=_names_config("allowedNamespaces", "Namespaces whose pods may take host access (a node agent installed "
+                                "deliberately)."),
     validate=_stack_validation(lambda args, resources: exposure.check_host_access(
         resources, _config(args, "allowedNamespaces", []))),
 )
