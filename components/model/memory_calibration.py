@@ -40,6 +40,9 @@ class CalibrationPoint:
     measured_outside_torch_gib: float
     gpu_gib: float
     gpu_name: str
+    measured_allocated_gib: float
+    simulated: bool  # rank 0 of world_size on one GPU (measure_memory.py --simulate-world)
+    build: str  # "device" (the fp32 model built on the GPU, then sharded) or "meta" (--init meta: FSDP materialises)
 
     @property
     def ratio(self) -> float:
@@ -86,7 +89,9 @@ def calibration_error(s: Settings, table: list[dict] | None = None) -> list[Cali
             measured_reserved_gib=row["peak_reserved_gib"], estimated_gib=est.train_reserved_gib,
             estimated_total_gib=est.train_gib,
             measured_outside_torch_gib=row["outside_torch_gib"],
-            gpu_gib=row["machine"]["gpu_memory_gib"], gpu_name=row["machine"]["gpu_name"]))
+            gpu_gib=row["machine"]["gpu_memory_gib"], gpu_name=row["machine"]["gpu_name"],
+            measured_allocated_gib=row["peak_allocated_gib"], simulated=c["collectives"].startswith("fake"),
+            build=c.get("init", "device")))
     return out
 
 
@@ -117,16 +122,15 @@ MEMORY_DOC_END = "<!-- calibration-table:end -->"
 
 def render_calibration_table(s: Settings) -> str:
     """docs/memory.md's table: every measured point beside the estimate, from the committed table."""
-    rows = {(r["preset"], r["config"]["world_size"], r["seq_len"], r["micro_batch"]): r for r in load_table()}
     lines = ["| preset | GPUs | seq | micro (update / log-prob) | allocated GiB | reserved GiB | outside PyTorch GiB "
              "| estimate of reserved GiB | estimate / reserved | estimate with runtime GiB |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for p in calibration_error(s):
-        r = rows[(p.preset, p.world_size, p.seq_len, p.micro_batch)]
-        sim = " (sim.)" if r["config"]["collectives"].startswith("fake") else ""
+        sim = " (sim.)" if p.simulated else ""
+        build = " (meta build)" if p.build == "meta" else ""
         fit = f"{p.ratio:.2f}" if p.status == "ok" else "**OOM**, estimated above the GPU" if p.within_bounds else "**OOM**"
-        lines.append(f"| {p.preset} | {p.world_size}{sim} | {p.seq_len} | {p.micro_batch} / {p.log_prob_micro_batch} "
-                     f"| {r['peak_allocated_gib']:.1f} | {p.measured_reserved_gib:.1f} | {p.measured_outside_torch_gib:.1f} "
+        lines.append(f"| {p.preset}{build} | {p.world_size}{sim} | {p.seq_len} | {p.micro_batch} / {p.log_prob_micro_batch} "
+                     f"| {p.measured_allocated_gib:.1f} | {p.measured_reserved_gib:.1f} | {p.measured_outside_torch_gib:.1f} "
                      f"| {p.estimated_gib:.1f} | {fit} | {p.estimated_total_gib:.1f} |")
     return "\n".join(lines)
 

@@ -17,7 +17,7 @@ def test_the_memory_section_states_the_calibration_error_of_the_estimate():
     assert "tools/measure_memory.py" in sec.markdown
 
 
-def test_the_layout_section_names_the_models_family_parser_and_thinking_mode_and_an_uncalibrated_family():
+def test_the_layout_section_names_the_models_family_parser_thinking_mode_and_calibration():
     from components.model import parse_settings
     from tests.conftest import stack_settings
 
@@ -25,6 +25,6 @@ def test_the_layout_section_names_the_models_family_parser_and_thinking_mode_and
     md = layout_section(s, record("dev")).markdown
     assert "Qwen/Qwen3-4B (4.022 B parameters, qwen3; layout defaults from verl examples/sglang_multiturn/" in md
     assert "| chat template / tool-call parser | the model's own / hermes, thinking off |" in md
-    assert "no qwen3 model measured yet: its estimate is uncalibrated" in md
+    assert "uncalibrated" not in md and "points (qwen2, qwen3) on NVIDIA H200" in md
     dev = layout_section(load_stack("dev"), record("dev")).markdown
     assert "uncalibrated" not in dev and "thinking" not in dev
