@@ -187,6 +187,9 @@ class WorkloadIdentity:
     tracking_service_account: str = TRACKING_SERVICE_ACCOUNT
     # The Namespace/ServiceAccount resources, for depends_on of objects placed in them.
     resources: list[pulumi.Resource] = field(default_factory=list)
+    # The Namespace resources alone, for objects that run under a service account of their own: they need not
+    # wait for the RRSA roles the identity's service accounts name (the node gate, components/workloads/training).
+    namespaces: list[pulumi.Resource] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.ray_namespace = self.ray_namespace or self.namespace

@@ -264,6 +264,7 @@ class Identity(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(kube, pulumi.ResourceOptions(depends_on=[namespaces[sa_ns]])))
 
         self.workload = WorkloadIdentity(namespace=s.job.namespace, ray_namespace=ray_namespace(s),
-                                         resources=[*namespaces.values(), *self.service_accounts.values()])
+                                         resources=[*namespaces.values(), *self.service_accounts.values()],
+                                         namespaces=list(namespaces.values()))
         self.register_outputs({"namespace": s.job.namespace,
                                "roles": {k: r.role_name for k, r in self.roles.items()}})

@@ -335,8 +335,10 @@ class DataJobs(pulumi.ComponentResource):
         def child(depends_on: list[pulumi.Resource], **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on, **extra)
 
-        # Objects in the workload namespace wait for it (identity.resources holds the Namespace and accounts).
-        in_namespace = list(identity.resources)
+        # Objects in the workload namespace wait for it; the Jobs also for their RRSA accounts (identity.resources),
+        # the ConfigMap and Secret they mount do not (the node gate mounts the ConfigMap beside the RayJob's wait
+        # for those accounts' roles).
+        in_namespace = list(identity.namespaces or identity.resources)
         tokens = hub_token_keys(args.hf_token is not None, args.modelscope_token is not None)
         token_secret: list[pulumi.Resource] = []
         if tokens:
@@ -352,7 +354,7 @@ class DataJobs(pulumi.ComponentResource):
         # Secret it mounts, nodes (cluster.ready), the pod identity webhook that injects the RRSA variables at pod
         # creation, and the disk CSI for the model Job's scratch disk. Pulumi waits for completion, bounded by the
         # Job's own activeDeadlineSeconds plus a margin for scheduling and image pulls.
-        needs = [*in_namespace, self.code_config_map, *token_secret, *args.cluster.ready,
+        needs = [*identity.resources, self.code_config_map, *token_secret, *args.cluster.ready,
                  *args.cluster.addons.pod_identity, *args.cluster.addons.csi]
         wait = pulumi.CustomTimeouts(create=f"{s.dataset.active_deadline_seconds // 60 + 5}m",
                                      update=f"{s.dataset.active_deadline_seconds // 60 + 5}m")

@@ -137,19 +137,22 @@ class TrainingJob(pulumi.ComponentResource):
         if args.gate_code is not None and gate.gate_needed(s):
             gate_sa = k8s.core.v1.ServiceAccount(
                 f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(s, job_ns)),
-                opts=child(*args.identity.resources))
+                opts=child(*args.identity.namespaces))
             role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", **resource_kwargs(gate.cluster_role_manifest(s)),
                                            opts=child())
             binding = k8s.rbac.v1.ClusterRoleBinding(
                 f"{name}-gate-binding", **resource_kwargs(gate.cluster_role_binding_manifest(s, job_ns)),
-                opts=child(role, gate_sa))
+                # A binding names its subject; the ServiceAccount need not exist first (both before the Job).
+                opts=child(role))
             # The ConfigMap's name is a digest of pipeline/*.py, the same one DataJobs gives it.
             job = gate.gate_job_manifest(s, self.spec, code_configmap_name(pipeline_code()))
             # Pulumi's Job await (default 10 min) must outlast the gate's own deadline.
             minutes = f"{job['spec']['activeDeadlineSeconds'] // 60 + 5}m"
             self.gate_job = k8s.batch.v1.Job(
                 f"{name}-gate", **resource_kwargs(job),
-                opts=child(gate_sa, binding, args.gate_code, *args.identity.resources, *args.cluster.ready,
+                # Only what it runs with: its own account and binding, the code, the namespace, the nodes. Not the
+                # identity's RRSA roles and accounts, which the RayJob waits for beside it (docs/latency.md).
+                opts=child(gate_sa, binding, args.gate_code, *args.identity.namespaces, *args.cluster.ready,
                            *args.gate_after, custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes),
                            # A failed gate runs again on the next `up` instead of being re-awaited.
                            **RERUN_FAILED_JOB))
