@@ -68,6 +68,9 @@ class TrainingJob(pulumi.ComponentResource):
         # one (wiring.ray_namespace). The node gate stays in the job namespace, beside the code ConfigMap it mounts.
         ns = args.identity.ray_namespace
         job_ns = args.identity.namespace
+        # What only lives in a namespace waits for the Namespace alone; the RayJob (and the queue check) also for the
+        # RRSA roles and accounts its pods run as (identity.resources), so objects beside it do not lengthen its path.
+        in_namespace = list(args.identity.namespaces or args.identity.resources)
         provider = args.cluster.k8s_provider
 
         def child(*deps: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
@@ -94,7 +97,7 @@ class TrainingJob(pulumi.ComponentResource):
                 f"{name}-{kind}-pvc", metadata=pvc["metadata"], spec=pvc["spec"],
                 # The claim names its volume by a plain string: wait for the PV so the claim binds at once (the
                 # provider awaits Bound), and for the namespace it lives in.
-                opts=child(pv_res, *args.identity.resources, ignore_changes=["spec.resources"])))
+                opts=child(pv_res, *in_namespace, ignore_changes=["spec.resources"])))
 
         # ---- verl config files (not secret) and the MCP servers file (secret)
         config_map = k8s.core.v1.ConfigMap(
@@ -103,7 +106,7 @@ class TrainingJob(pulumi.ComponentResource):
                       "labels": {"app.kubernetes.io/part-of": "verl-ack"}},
             data=config_files(s),
             # The namespace must exist first.
-            opts=child(*args.identity.resources))
+            opts=child(*in_namespace))
         job_deps: list[pulumi.Resource] = [*claims, config_map]
         if wiring.mcp_secret:
             if args.sandbox_api_key is None:
@@ -116,13 +119,13 @@ class TrainingJob(pulumi.ComponentResource):
                 type="Opaque",
                 string_data={MCP_FILE: document},
                 # The namespace must exist first.
-                opts=child(*args.identity.resources)))
+                opts=child(*in_namespace)))
 
         # ---- who may reach the Ray cluster (its job API runs code on the GPU nodes, unauthenticated); created before
         # the RayJob so no Ray pod ever runs unguarded
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-ray-ingress", **resource_kwargs(ray_network_policy_manifest(s)),
-            opts=child(*args.identity.resources))
+            opts=child(*in_namespace))
         job_deps.append(self.network_policy)
 
         # ---- the RayJob
@@ -137,7 +140,7 @@ class TrainingJob(pulumi.ComponentResource):
         if args.gate_code is not None and gate.gate_needed(s):
             gate_sa = k8s.core.v1.ServiceAccount(
                 f"{name}-gate-sa", **resource_kwargs(gate.service_account_manifest(s, job_ns)),
-                opts=child(*args.identity.namespaces))
+                opts=child(*in_namespace))
             role = k8s.rbac.v1.ClusterRole(f"{name}-gate-role", **resource_kwargs(gate.cluster_role_manifest(s)),
                                            opts=child())
             binding = k8s.rbac.v1.ClusterRoleBinding(
@@ -152,7 +155,7 @@ class TrainingJob(pulumi.ComponentResource):
                 f"{name}-gate", **resource_kwargs(job),
                 # Only what it runs with: its own account and binding, the code, the namespace, the nodes. Not the
                 # identity's RRSA roles and accounts, which the RayJob waits for beside it (docs/latency.md).
-                opts=child(gate_sa, binding, args.gate_code, *args.identity.namespaces, *args.cluster.ready,
+                opts=child(gate_sa, binding, args.gate_code, *in_namespace, *args.cluster.ready,
                            *args.gate_after, custom_timeouts=pulumi.CustomTimeouts(create=minutes, update=minutes),
                            # A failed gate runs again on the next `up` instead of being re-awaited.
                            **RERUN_FAILED_JOB))
