@@ -102,6 +102,13 @@ def record(stack: str = "dev", overrides: dict | None = None) -> Recording:
     return _cache[key]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _render_cache_store(request, tmp_path_factory):
+    """On xdist workers, one render store for the run: every worker's basetemp is in the run's own."""
+    if hasattr(request.config, "workerinput"):
+        render_cache.share(tmp_path_factory.getbasetemp().parent / "renders")
+
+
 @pytest.fixture(autouse=True)
 def _render_cache_guard(monkeypatch):
     """Tell the render cache which test runs: one that monkeypatches renders afresh (tests/render_cache.py)."""
