@@ -101,7 +101,8 @@ schemas:
 	.ci/fetch-schemas
 
 # -n auto: one worker per core (the suite is CPU-bound: most of it renders the program); --dist loadfile keeps a
-# file's tests in one worker, so the per-process render cache (tests/conftest.py record) serves all of them. With
+# file's tests in one worker, so its module fixtures run once; the workers share one render store for the run
+# (tests/render_cache.py), so each distinct render or plan is made once however the files are spread. With
 # workers pytest prints only dots; tests/conftest.py prints one line per test file as it completes (pyproject's `-q`
 # alone would print only dots, for minutes on a small machine); the slowest tests are listed at the end.
 TEST_PROGRESS = -n auto --dist loadfile --durations=10

@@ -1,5 +1,6 @@
 """Shared test fixtures: run the real program under the recording engine for a stack (optionally with
-settings overrides) and cache the recording for the session."""
+settings overrides) and cache the recording for the session; every render of the suite goes through
+tests/render_cache.py, so a repeat of one is served from the first."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from tests import render_cache  # noqa: E402
+
+render_cache.install()  # before the imports below and every test module bind run_program and build_plan
 
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR, read_stack_config  # noqa: E402
 from components.model import parse_settings  # noqa: E402
@@ -95,6 +100,21 @@ def record(stack: str = "dev", overrides: dict | None = None) -> Recording:
                                   stack_references=references)  # type: ignore[arg-type]
         _cache[key].platform = platform
     return _cache[key]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _render_cache_store(request, tmp_path_factory):
+    """On xdist workers, one render store for the run: every worker's basetemp is in the run's own."""
+    if hasattr(request.config, "workerinput"):
+        render_cache.share(tmp_path_factory.getbasetemp().parent / "renders")
+
+
+@pytest.fixture(autouse=True)
+def _render_cache_guard(monkeypatch):
+    """Tell the render cache which test runs: one that monkeypatches renders afresh (tests/render_cache.py)."""
+    render_cache._monkeypatch = monkeypatch
+    yield
+    render_cache._monkeypatch = None
 
 
 @pytest.fixture(params=SINGLE_STACKS)

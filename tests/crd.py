@@ -66,7 +66,8 @@ def _to_jsonschema(node):
 
 @cache
 def crd_validator(path: str, version: str) -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(Path(path).read_text())
+    # libyaml's loader where PyYAML has it: the same safe loader, ~4x faster on KubeRay's 1.4 MB CRD.
+    crd = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     schema = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
     return jsonschema.Draft7Validator(_to_jsonschema(copy.deepcopy(schema)))
 

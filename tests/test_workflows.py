@@ -919,6 +919,7 @@ def run_relay(tmp_path, reports: dict[str, dict[str, str]], *, comments=None, he
     import os
     import shutil
     import subprocess
+    import sys
 
     if not shutil.which("bash"):
         pytest.skip("needs bash")
@@ -928,6 +929,9 @@ def run_relay(tmp_path, reports: dict[str, dict[str, str]], *, comments=None, he
     bindir.mkdir(parents=True)
     (bindir / "gh").write_text(FAKE_GH)
     (bindir / "gh").chmod(0o755)
+    # The fake's `#!/usr/bin/env python3` finds this interpreter first: no version-manager shim (pyenv's costs
+    # ~0.1 s a call, and one relay run makes dozens).
+    (bindir / "python3").symlink_to(sys.executable)
     state = {"stacks": [f"Pulumi.{s}.yaml" for s in ci_stacks.stack_names()] + ["stack.schema.json"],
              "heads": heads or {"7": "f" * 40}, "comments": comments or {}}
     (tmp_path / "state.json").write_text(json.dumps(state))

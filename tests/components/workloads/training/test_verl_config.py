@@ -5,6 +5,7 @@ overrides survive two shells, and the tool config has the shape verl's tool regi
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import json
 import shlex
@@ -66,16 +67,25 @@ def verl_config_package(monkeypatch):
         monkeypatch.setitem(sys.modules, name, importlib.util.module_from_spec(spec))
 
 
+# Composed configs by (trainer file, overrides): a composition reads only those and the installed verl tree, and
+# several tests compose the same stack's (~0.4 s each). Each caller gets its own copy; a failure is never kept.
+_composed: dict[tuple[str, ...], object] = {}
+
+
 def compose_job(tmp_path: Path, s, extra: list[str] = ()):
     """What main_ppo does with the ConfigMap: --config-path=<dir> --config-name=verl_ack_trainer <overrides>."""
-    (tmp_path / TRAINER_FILE).write_text(config_files(s)[TRAINER_FILE])
+    trainer = config_files(s)[TRAINER_FILE]
+    (tmp_path / TRAINER_FILE).write_text(trainer)
     words = shlex.split(entrypoint(s, resolve_layout(s)))
     # The verl command: after the entrypoint program's `--` and, when it runs, the preflight's.
     words = words[len(words) - words[::-1].index("--"):]
     assert words[:5] == ["python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
                          f"--config-name={TRAINER_CONFIG_NAME}"]
-    with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
-        return compose(config_name=TRAINER_CONFIG_NAME, overrides=[*words[5:], *extra])
+    key = (trainer, *words[5:], *extra)
+    if key not in _composed:
+        with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
+            _composed[key] = compose(config_name=TRAINER_CONFIG_NAME, overrides=[*words[5:], *extra])
+    return copy.deepcopy(_composed[key])
 
 
 def _module(name: str, path: Path):
