@@ -37,6 +37,8 @@ def plain(value: Any) -> Any:
     to see the sentinel instead and decide for themselves. `proxy["__target"]` is the proxies' escape hatch
     (pulumi_policy/proxy.py; the SDK's own serialize_properties unwraps with it).
     """
+    if value is None or isinstance(value, (str, bytes, int, float)):  # no proxy wraps a scalar: skip the probe
+        return value
     try:
         value = value["__target"]
     except (KeyError, TypeError, IndexError):
