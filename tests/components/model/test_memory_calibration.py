@@ -117,6 +117,8 @@ def test_docs_memory_md_shows_the_current_table_and_its_range():
     fits = [p.ratio for p in POINTS if p.status == "ok"]
     assert f"{min(fits):.2f}–{max(fits):.2f} × the measured peak reserved on all {len(fits)} points" in text
     assert f"bound 1.00–{UPPER_RATIO:.2f}" in text
+    ooms = [p for p in POINTS if p.status == "oom"]
+    assert f"every point that ran out of memory ({len(ooms)})" in " ".join(text.split())
     per_family = []
     for family in sorted(FAMILIES):
         r = [p.ratio for p in POINTS if p.family == family and p.status == "ok"]
