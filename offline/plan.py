@@ -342,6 +342,16 @@ def change_review(base_path: Path, path: Path, stack: str) -> ChangeReview:
     return ChangeReview(found, f"`{base_path}`", raw_settings(base_path), base, new, base_plan)
 
 
+def replace_out_folder(tmp: Path, out: Path) -> None:
+    """Put the finished plan folder `tmp` in place of `out`, checked again right before the replace: the folder may
+    have changed while the program ran."""
+    check_out_folder(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(tmp), str(out))
+
+
 def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None,
                changes: ChangeReview | None = None) -> dict:
     # SettingsError -> exit 2 before anything runs: the settings first (every problem with its field), then the
@@ -407,11 +417,7 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
             if f.is_file() and any(n in f.read_text() for n in needles):
                 raise RuntimeError(f"a secret placeholder escaped its secret wrapper into {f.name}; "
                                    "some code unwrapped a secret Output")
-        check_out_folder(out)  # again right before the replace: the folder may have changed while the program ran
-        if out.exists():
-            shutil.rmtree(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(tmp), str(out))
+        replace_out_folder(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return plan

@@ -107,11 +107,7 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
     tmp = Path(tempfile.mkdtemp(prefix=f"plan-{stack}-"))
     try:
         shutil.copytree(kept, tmp, dirs_exist_ok=True, copy_function=shutil.copy)
-        offline_plan.check_out_folder(out)
-        if out.exists():
-            shutil.rmtree(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(tmp), str(out))
+        offline_plan.replace_out_folder(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return json.loads((kept / "plan.json").read_text())
