@@ -107,8 +107,11 @@ schemas:
 # alone would print only dots, for minutes on a small machine); the slowest tests are listed at the end.
 TEST_PROGRESS = -n auto --dist loadfile --durations=10
 
+# Python's default bytecode cache, even where PYTHONDONTWRITEBYTECODE is set: pytest keeps its assertion-rewritten
+# test modules and Python the compiled sources in __pycache__ (git-ignored); without it every run and every worker and
+# subprocess compiles them all again (~13 s of CPU of a run here).
 test: lint schemas torch
-	$(PY) -m pytest $(TEST_PROGRESS)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest $(TEST_PROGRESS)
 
 schema: setup
 	$(PY) -m components.config
