@@ -84,12 +84,12 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     identity = Identity("identity", IdentityArgs(settings=s, bucket_name=s.storage.bucket_name,
                                                  oidc_provider_arn=cluster.oidc.provider_arn,
                                                  oidc_issuer_url=cluster.oidc.issuer_url, tags=tags,
-                                                     provider=alicloud_provider, k8s_provider=cluster.k8s_provider,
+                                                 provider=alicloud_provider, k8s_provider=cluster.k8s_provider,
                                                  roles=None if single else PLATFORM_ROLES))
     storage = Storage("storage", StorageArgs(settings=s, tags=tags, provider=alicloud_provider,
                                              k8s_provider=cluster.k8s_provider, csi_role_name=identity.csi_role_name,
                                              access_key_id=secrets.oss_access_key_id,
-                                                 access_key_secret=secrets.oss_access_key_secret,
+                                             access_key_secret=secrets.oss_access_key_secret,
                                              namespace_ready=identity.workload.resources, vpc_id=net_refs.vpc_id))
     ingress = Ingress("ingress", IngressArgs(settings=s, network=net_refs, tags=tags, provider=alicloud_provider,
                                              k8s_provider=cluster.k8s_provider,
@@ -97,7 +97,7 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
                                              controller_ready=addons.alb_ready)) if s.sandbox.domain else None
     sandbox_addons = SandboxAddons("sandbox-addons", SandboxAddonsArgs(
         settings=s, cluster_id=cluster.cluster_id, provider=alicloud_provider, k8s_provider=cluster.k8s_provider,
-            admin_api_key=secrets.sandbox_api_key, nodes_ready=pools.system_ready,
+        admin_api_key=secrets.sandbox_api_key, nodes_ready=pools.system_ready,
         ingress_ready=ingress.ready if ingress else [])) if uses_sandbox_addons(s) else None
     cluster_refs = ClusterRefs(cluster.cluster_id, cluster.k8s_provider, ready=pools.system_ready, addons=AddonRefs(
         csi=addons.csi_ready, kuberay=addons.kuberay_ready, pod_identity=addons.pod_identity_ready,

@@ -663,18 +663,6 @@ def test_every_taggable_type_exists_in_pulumi_alicloud_and_accepts_tags(token):
 
 
 # ============================================================================================== the program
-def _fresh(value):
-    """A fresh copy of plain properties (dicts, lists, scalars, the UNKNOWN sentinel), as the policy SDK hands each
-    policy its own deserialized copy (pulumi_policy/policy.py Analyze); copy.deepcopy for anything else."""
-    if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    if value is None or value is UNKNOWN or isinstance(value, (str, int, float, bool)):
-        return value
-    return copy.deepcopy(value)
-
-
 def _from_recording(value):
     """The offline engine's placeholders in the policy SDK's terms: "[unknown]" is a preview-time unknown;
     "[secret]" stays a literal, as the SDK hands policies secret values unwrapped."""
@@ -760,8 +748,10 @@ def run_pack(resources: list[dict], outputs: dict, config: dict | None = None) -
     for policy in pack.POLICIES:
         level = policy.enforcement_level.value
         if isinstance(policy, ResourceValidationPolicy):
+            # Each policy gets its own copy of the properties, as the SDK deserializes them per policy
+            # (pulumi_policy/policy.py Analyze): they are plain values, and the conversion copies them again.
             for r in everything:
-                args = ResourceValidationArgs(r["type"], unknown_checking_proxy(_fresh(r["props"])), r["urn"],
+                args = ResourceValidationArgs(r["type"], unknown_checking_proxy(_from_recording(r["props"])), r["urn"],
                                               r["name"], _opts(), None, config.get(policy.name))
                 policy.validate(args, lambda m, u=None, p=policy.name, x=r["urn"], out=found[level]: out.append((p, x, m)))
         else:

@@ -338,7 +338,7 @@ class DataJobs(pulumi.ComponentResource):
         # Objects in the workload namespace wait for it; the Jobs also for their RRSA accounts (identity.resources),
         # the ConfigMap and Secret they mount do not (the node gate mounts the ConfigMap beside the RayJob's wait
         # for those accounts' roles).
-        in_namespace = list(identity.namespaces or identity.resources)
+        in_namespace = list(identity.namespaces)
         tokens = hub_token_keys(args.hf_token is not None, args.modelscope_token is not None)
         token_secret: list[pulumi.Resource] = []
         if tokens:

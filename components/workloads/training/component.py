@@ -70,7 +70,7 @@ class TrainingJob(pulumi.ComponentResource):
         job_ns = args.identity.namespace
         # What only lives in a namespace waits for the Namespace alone; the RayJob (and the queue check) also for the
         # RRSA roles and accounts its pods run as (identity.resources), so objects beside it do not lengthen its path.
-        in_namespace = list(args.identity.namespaces or args.identity.resources)
+        in_namespace = list(args.identity.namespaces)
         provider = args.cluster.k8s_provider
 
         def child(*deps: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
