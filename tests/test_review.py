@@ -83,8 +83,8 @@ def test_a_changed_field_shows_old_and_new_and_a_reason(dev_3b_to_7b):
     job = res["train-rayjob"]
     (entry,) = [f for f in job["fields"] if f["field"] == "spec.entrypoint"]
     # a 2 KB command line shows the words that changed, not the whole line
-    assert "model.path=/mnt/oss/models/Qwen2.5-3B-Instruct" in entry["old"]
-    assert "model.path=/mnt/oss/models/Qwen2.5-7B-Instruct" in entry["new"]
+    assert "model.path=/mnt/model-copy/Qwen2.5-3B-Instruct" in entry["old"]
+    assert "model.path=/mnt/model-copy/Qwen2.5-7B-Instruct" in entry["new"]
     assert len(entry["new"]) < 600 and "actor_rollout_ref.actor.optim.lr" not in entry["new"]
     assert "replace_on_changes" in job["reason"] and "deleted first" in job["reason"]
     env = {f["readable"]: f for f in res["data-model"]["fields"]}

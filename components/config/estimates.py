@@ -34,6 +34,11 @@ class LatencySettings(Strict):
         800, gt=0, le=1e6, description="Upload rate from a pod to OSS (intranet endpoint), Mbit/s (estimate).")
     oss_read_mbps: float = Field(
         800, gt=0, le=1e6, description="Rate a GPU node reads the model from the OSS volume at verl start, Mbit/s (estimate).")
+    local_read_mbps: float = Field(
+        8000, gt=0, le=1e6, description="Rate verl reads the model from the pod's memory-backed copy when "
+        "job.model_prefetch runs, Mbit/s (estimate: a sixth of the single-threaded tmpfs read of a 3B bf16 checkpoint "
+        "measured on an H200 machine, components/model/model_read_measured.json). The copy itself reads OSS at "
+        "oss_read_mbps while Ray starts.")
     node_pull_mbps: float = Field(
         1000, gt=0, le=1e6, description="Image pull rate of one node including layer extraction, Mbit/s (estimate). Pulls "
         "from registries outside *.aliyuncs.com go through the NAT and share its bandwidth.")
@@ -71,7 +76,9 @@ class LatencySettings(Strict):
         "is on (ACK's on-demand loading example: a 1.34 GB image's pull phase 36 s -> 4 s; estimate for a 25 GiB image).")
     verl_init_minutes: float = Field(
         5, ge=0, le=10080, description="verl start excluding the model read: workers, FSDP wrap, vLLM engine and CUDA graphs "
-        "(estimate). The model read from OSS (params x 2 bytes / oss_read_mbps) is added on top.")
+        "(estimate). The model read is added on top: params x 2 bytes at oss_read_mbps from the OSS volume, or with "
+        "job.model_prefetch at local_read_mbps from the pod's copy, after whatever part of the copy outlasted Ray's "
+        "start and the submission.")
 
     @field_validator("create_minutes", mode="before")
     @classmethod

@@ -307,6 +307,17 @@ class JobSettings(Strict):
     shm_gib: int | None = Field(
         None, ge=1, le=65536, description="Size of the memory-backed /dev/shm of each Ray pod (vLLM, NCCL), GiB; it counts "
         "against the pod's memory. Empty = a quarter of the pod's memory, at most 64.")
+    model_prefetch: bool | None = Field(
+        None, description="Copy the staged model from the OSS models volume into a memory-backed directory of every "
+        "Ray pod while Ray starts (the pods' `model-prefetch` container, agent_tools/verl_ack_model_prefetch.py), so "
+        "verl reads the weights from memory and the OSS read leaves the path to the first step (docs/latency.md). The "
+        "copy counts against the pod's memory: job.model_prefetch_gib plus 1 GiB and 1 CPU for the copier, taken from "
+        "the Ray container. A copy that fails or does not finish falls back to reading OSS (the job log says so). "
+        "Empty = on when that fits in a quarter of the Ray pod's memory.")
+    model_prefetch_gib: int | None = Field(
+        None, ge=1, le=65536, description="Size of the model copy's memory-backed directory, GiB. Empty = the model's "
+        "bf16 weights (2 bytes per parameter) plus 10 % and 1 GiB for the tokenizer and configs; set it for a model "
+        "published in fp32. A staged model larger than this is not copied: verl reads it from OSS.")
     env: dict[EnvVarName, EnvValue] = Field(
         default_factory=dict,
         description="Extra environment variables of every Ray pod, e.g. NCCL_SOCKET_IFNAME or NCCL_IB_HCA for RDMA. "

@@ -11,6 +11,7 @@ rule accounted for. Each finding names the settings field, the rule and a fix.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -40,6 +41,15 @@ NODE_RESERVED_MEMORY_GIB = 16
 # Ray container gives up the sidecar's limits, so the whole head pod fits the node like a worker pod does.
 SUBMITTER_CPU_LIMIT = 1
 SUBMITTER_MEMORY_LIMIT_GIB = 1
+# The model prefetch (job.model_prefetch): every Ray pod's `model-prefetch` container holds the copy in a
+# memory-backed emptyDir, and files written there count against the writing container's memory limit (Kubernetes
+# docs, emptyDir medium Memory; docs/facts.md), so its limit is the copy plus the copier's own process, and the Ray
+# container gives both up, like the submitter's. The default copy: bf16 weights + 10 % + 1 GiB (tokenizer, configs).
+PREFETCH_CPUS = 1
+PREFETCH_PROCESS_GIB = 1
+PREFETCH_MARGIN = 1.10
+PREFETCH_EXTRA_GIB = 1
+PREFETCH_AUTO_SHARE = 4  # auto: on when the copy and the copier fit in a quarter of the Ray pod's memory
 
 BY_CONSTRUCTION = {
     "2/6 micro batches": "exactly one of ppo_micro_batch_size / _per_gpu (and log-prob) is always emitted: the _per_gpu form",
@@ -108,6 +118,8 @@ class Layout:
     # The head's Ray container: the same, less KubeRay's submitter sidecar in SidecarMode (SUBMITTER_*).
     head_ray_cpus: int
     head_memory_gib: int
+    # The model copy's directory in every Ray pod, GiB; 0 = no prefetch (model_prefetch_gib).
+    model_copy_gib: int
     uses_ref: bool
     memory: MemoryEstimate
 
@@ -119,6 +131,29 @@ class Layout:
 
 def _pick(override, default):
     return default if override is None else override
+
+
+def gpu_pod_gib(s: Settings) -> int:
+    """A GPU node's memory for its one Ray pod: the node less what its daemons keep."""
+    return s.gpu_pool.memory_gib_per_node - NODE_RESERVED_MEMORY_GIB
+
+
+def model_copy_size_gib(s: Settings) -> int:
+    """The model copy's directory: job.model_prefetch_gib, else the bf16 weights with a margin."""
+    given = s.job.model_prefetch_gib
+    if given is not None:
+        return given
+    return math.ceil(preset_of(s).arch.params * 2 * PREFETCH_MARGIN / 2**30) + PREFETCH_EXTRA_GIB
+
+
+def model_prefetch_gib(s: Settings) -> int:
+    """The copy's size when the prefetch runs, else 0: job.model_prefetch, or when empty whether the copy and its
+    copier fit in a quarter of the Ray pod's memory."""
+    on = s.job.model_prefetch
+    size = model_copy_size_gib(s)
+    if on is None:
+        on = (size + PREFETCH_PROCESS_GIB) * PREFETCH_AUTO_SHARE <= gpu_pod_gib(s)
+    return size if on else 0
 
 
 def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, param_offload: bool,
@@ -225,8 +260,9 @@ def resolve_layout(s: Settings) -> Layout:
     mini = s.training.ppo_mini_batch_size * s.training.rollout_n // dp_sp
     mem = estimate_memory(s, preset, world=world, tp=tp, param_offload=po, optimizer_offload=oo, ref_offload=ro,
                           gpu_mem_util=util, micro=micro, uses_ref=uses_ref)
-    ray_cpus = s.gpu_pool.cpus_per_node - NODE_RESERVED_CPUS
-    pod_gib = s.gpu_pool.memory_gib_per_node - NODE_RESERVED_MEMORY_GIB
+    copy_gib = model_prefetch_gib(s)
+    ray_cpus = s.gpu_pool.cpus_per_node - NODE_RESERVED_CPUS - (PREFETCH_CPUS if copy_gib else 0)
+    pod_gib = gpu_pod_gib(s) - (copy_gib + PREFETCH_PROCESS_GIB if copy_gib else 0)
     sidecar = s.job.submission_mode == "SidecarMode"
     return Layout(
         model=preset.key,
@@ -248,6 +284,7 @@ def resolve_layout(s: Settings) -> Layout:
         memory_gib_per_gpu_pod=pod_gib,
         head_ray_cpus=ray_cpus - (SUBMITTER_CPU_LIMIT if sidecar else 0),
         head_memory_gib=pod_gib - (SUBMITTER_MEMORY_LIMIT_GIB if sidecar else 0),
+        model_copy_gib=copy_gib,
         uses_ref=uses_ref,
         memory=mem,
     )
@@ -330,17 +367,21 @@ def check_layout(s: Settings) -> list[Finding]:
                                   "zero and nothing is learned); use e.g. 8 or 16")
     # Rule 16: Ray resources per GPU node.
     need_cpus = RAY_CPUS_PER_GPU * L.gpus_per_node + 1  # +1: verl's TaskRunner (num_cpus=1) on the head
+    prefetch_cpus = PREFETCH_CPUS if L.model_copy_gib else 0
     if L.ray_cpus_per_gpu_pod < need_cpus:
         err("gpu_pool.cpus_per_node",
-            f"a GPU node offers {L.ray_cpus_per_gpu_pod} CPUs to Ray after {NODE_RESERVED_CPUS} reserved, but verl "
-            f"needs {RAY_CPUS_PER_GPU} per GPU plus 1 ({need_cpus}) (rule 16); use a node type with >= "
-            f"{need_cpus + NODE_RESERVED_CPUS} vCPUs or fewer GPUs per node")
+            f"a GPU node offers {L.ray_cpus_per_gpu_pod} CPUs to Ray after {NODE_RESERVED_CPUS} reserved"
+            + (f" and {prefetch_cpus} for the model prefetch" if prefetch_cpus else "") +
+            f", but verl needs {RAY_CPUS_PER_GPU} per GPU plus 1 ({need_cpus}) (rule 16); use a node type with >= "
+            f"{need_cpus + NODE_RESERVED_CPUS + prefetch_cpus} vCPUs or fewer GPUs per node"
+            + (" (or job.model_prefetch: false)" if prefetch_cpus else ""))
     # The head pod with KubeRay's submitter sidecar: the head's Ray container keeps what the sidecar leaves.
     elif L.head_ray_cpus < need_cpus:
         err("gpu_pool.cpus_per_node",
             f"the head's Ray container gets {L.head_ray_cpus} CPUs ({L.ray_cpus_per_gpu_pod} less the "
             f"{SUBMITTER_CPU_LIMIT} KubeRay's SidecarMode submitter may use), but verl needs {need_cpus} (rule 16); use "
-            f"a node type with >= {need_cpus + NODE_RESERVED_CPUS + SUBMITTER_CPU_LIMIT} vCPUs or job.submission_mode "
+            f"a node type with >= {need_cpus + NODE_RESERVED_CPUS + prefetch_cpus + SUBMITTER_CPU_LIMIT} vCPUs or "
+            "job.submission_mode "
             "K8sJobMode")
     if t.save_freq == 0:
         err("training.save_freq", "save_freq 0 is not a frequency; use -1 (never) or a positive step count")
@@ -375,6 +416,12 @@ def check_layout(s: Settings) -> list[Finding]:
             warn("gpu_pool.gpu_memory_gib",
                  f"estimated {phase} peak {gib:.1f} GiB is above {int(WARN_FRACTION * 100)} % of the {mem.gpu_gib} GiB "
                  "GPU; the estimate is coarse, expect OOM risk")
+    copy_gib = model_copy_size_gib(s)
+    if s.job.model_prefetch and (copy_gib + PREFETCH_PROCESS_GIB) * 2 > gpu_pod_gib(s):
+        err("job.model_prefetch",
+            f"the model copy ({copy_gib} GiB, job.model_prefetch_gib) and its copier ({PREFETCH_PROCESS_GIB} GiB) are "
+            f"memory-backed and would take more than half of the Ray pod's {gpu_pod_gib(s)} GiB; turn "
+            "job.model_prefetch off (verl then reads the model from OSS) or use nodes with more memory")
     if mem.host_offload_gib_per_node > L.memory_gib_per_gpu_pod:
         err("gpu_pool.memory_gib_per_node",
             f"offloaded state needs {mem.host_offload_gib_per_node:.0f} GiB of host memory per node but the pod gets "

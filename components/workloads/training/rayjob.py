@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from components.config import DNS1035, RAYJOB_NAME_MAX, Settings
-from components.model.layout import Layout
+from components.model.layout import PREFETCH_CPUS, PREFETCH_PROCESS_GIB, Layout
 from components.wiring import Scheduling
 from components.workloads.network_policies import RAYJOB_LABEL
 from components.workloads.training.probes import ray_probes
@@ -44,6 +44,7 @@ from components.workloads.training.run_spec import (
     uses_rdma,
 )
 from components.workloads.training.verl_config import CONFIG_DIR, ENTRYPOINT_MODULE_FILE, MCP_DIR
+from components.workloads.training.volumes import MODEL_COPY_MOUNT, MODEL_COPY_VOLUME
 
 # What the tests and the plan import from here, computed in run_spec.py.
 __all__ = ["PodWiring", "RayJobError", "RunSpec", "pod_wiring", "run_spec", "runtime_env", "runtime_env_yaml",
@@ -59,6 +60,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 RDMA_RESOURCE = "rdma/hca"
 RDMA_CAPABILITIES = ("IPC_LOCK", "SYS_RESOURCE")
 WORKER_GROUP = "gpu"
+MODEL_PREFETCH_CONTAINER = "model-prefetch"
 CONFIG_HASH_ANNOTATION = "verl-ack/config-sha256"
 TRAINER_LABELS = {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/part-of": "verl-ack"}
 # KubeRay release that introduced each submission mode (research notes §1; HTTPMode predates v1.1).
@@ -114,6 +116,25 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         # 0440 root:root: readable by the official image's root and the built image's uid 1000 (group 0), by no
         # one else.
         volumes.append({"name": "mcp-servers", "secret": {"secretName": wiring.mcp_secret, "defaultMode": 0o440}})
+    containers = [{
+        "name": container,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "env": [{"name": k, "value": v} for k, v in spec.env],
+        "volumeMounts": mounts,
+        # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
+        # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
+        "securityContext": security,
+        # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
+        **(ray_probes(spec.ray_version, head) or {}),
+        **({"lifecycle": entrypoint_pre_stop()} if head else {}),
+    }]
+    if spec.model_copy_gib:
+        mounts.append({"name": MODEL_COPY_VOLUME, "mountPath": MODEL_COPY_MOUNT, "readOnly": True})
+        volumes.append({"name": MODEL_COPY_VOLUME,
+                        "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.model_copy_gib}Gi"}})
+        containers.append(model_prefetch_container(spec, security))
     pod = {
         "serviceAccountName": wiring.service_account,
         # Nothing in a Ray pod calls the Kubernetes API (no autoscaler). The RRSA token is not this one: the pod
@@ -122,20 +143,7 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         "securityContext": pod_security,
         "nodeSelector": dict(spec.scheduling.node_selector),
         "tolerations": [dict(t) for t in spec.scheduling.tolerations],
-        "containers": [{
-            "name": container,
-            "image": spec.image,
-            "imagePullPolicy": "IfNotPresent",
-            "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "env": [{"name": k, "value": v} for k, v in spec.env],
-            "volumeMounts": mounts,
-            # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
-            # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
-            "securityContext": security,
-            # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
-            **(ray_probes(spec.ray_version, head) or {}),
-            **({"lifecycle": entrypoint_pre_stop()} if head else {}),
-        }],
+        "containers": containers,
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "volumes": volumes,
     }
@@ -153,6 +161,31 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
             "annotations": {CONFIG_HASH_ANNOTATION: wiring.config_sha256},
         },
         "spec": pod,
+    }
+
+
+def model_prefetch_container(spec: RunSpec, ray_security: dict) -> dict:
+    """The `model-prefetch` sidecar of a Ray pod (job.model_prefetch): copies the staged model from the read-only
+    models volume into the pod's memory-backed `model-copy` directory while Ray starts, then waits for SIGTERM
+    (agent_tools/verl_ack_model_prefetch.py). After the Ray container: KubeRay treats containers[0] as the Ray
+    container (utils.RayContainerIndex). The copy's pages count against this container's memory limit (emptyDir
+    medium Memory), hence the copy's size plus the copier's process; the same image (on the node already) and user
+    as the Ray container, never the RDMA capabilities."""
+    models = spec.wiring.volumes["models"]
+    resources = {"cpu": str(PREFETCH_CPUS), "memory": f"{spec.model_copy_gib + PREFETCH_PROCESS_GIB}Gi"}
+    security = {**copy.deepcopy(ray_security), "capabilities": {"drop": ["ALL"]}}
+    return {
+        "name": MODEL_PREFETCH_CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(spec.model_copy_command),
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [
+            {"name": "models", "mountPath": models.mount_path, "readOnly": True},
+            {"name": MODEL_COPY_VOLUME, "mountPath": MODEL_COPY_MOUNT},
+            {"name": "verl-config", "mountPath": CONFIG_DIR, "readOnly": True},
+        ],
+        "securityContext": security,
     }
 
 

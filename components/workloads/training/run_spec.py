@@ -20,6 +20,7 @@ from components.config import Settings
 from components.model.layout import Layout, check_layout
 from components.model.wait import derived_pre_running_deadline_seconds, pre_running_wait
 from components.wiring import Scheduling, tracking_uri
+from components.workloads.training.prefetch import prefetch_copy_command
 from components.workloads.training.verl_config import (
     CONFIG_DIR,
     STOP_GRACE_SECONDS,
@@ -83,6 +84,9 @@ class RunSpec:
     head_ray_cpus: int  # the head's: less KubeRay's submitter sidecar in SidecarMode (layout.py SUBMITTER_*)
     head_memory_gib: int
     shm_gib: int
+    # The model prefetch (job.model_prefetch): the copy's size in GiB (0 = none) and the copier's command.
+    model_copy_gib: int
+    model_copy_command: tuple[str, ...]
     extra_resources: tuple[tuple[str, str], ...]  # resources each GPU pod requests besides CPU, memory and GPUs
     rdma: bool  # multi-node Lingjun: host network, RDMA NICs, root with IPC_LOCK/SYS_RESOURCE
     run_as_non_root: bool  # the built image (USER 1000)
@@ -213,6 +217,8 @@ def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWir
         head_ray_cpus=layout.head_ray_cpus,
         head_memory_gib=layout.head_memory_gib,
         shm_gib=shm,
+        model_copy_gib=layout.model_copy_gib,
+        model_copy_command=tuple(prefetch_copy_command(s, CONFIG_DIR)) if layout.model_copy_gib else (),
         extra_resources=tuple(j.gpu_pod_resources.items()),
         rdma=uses_rdma(s, layout),
         run_as_non_root=s.image.source == "built",

@@ -35,10 +35,16 @@ from typing import Any, Optional
 import yaml
 
 from components.config import REPO_ROOT, Settings
-from components.model.layout import Layout
+from components.model.layout import Layout, model_prefetch_gib
 from components.model.presets import preset_of
 from components.wiring import mcp_url, set_dotted
-from components.workloads.training.volumes import checkpoint_dir, dataset_paths, model_dir
+from components.workloads.training.prefetch import (
+    PREFETCH_MODULE_FILE,
+    PREFETCH_SOURCE,
+    model_read_dir,
+    prefetch_wait_words,
+)
+from components.workloads.training.volumes import checkpoint_dir, dataset_paths
 
 CONFIG_DIR = "/etc/verl-ack/config"  # the ConfigMap mount in every Ray pod (also on PYTHONPATH)
 MCP_DIR = "/etc/verl-ack/mcp"  # the MCP servers Secret mount
@@ -305,6 +311,8 @@ under verl's name tool_agent (the reward then scores only what the model generat
     }
     if preflight_enabled(s):
         files[PREFLIGHT_MODULE_FILE] = PREFLIGHT_SOURCE.read_text(encoding="utf-8")
+    if model_prefetch_gib(s):
+        files[PREFETCH_MODULE_FILE] = PREFETCH_SOURCE.read_text(encoding="utf-8")
     return files
 
 
@@ -384,7 +392,7 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
         ("data.train_batch_size", t.train_batch_size),
         ("data.max_prompt_length", t.max_prompt_length),
         ("data.max_response_length", t.max_response_length),
-        ("actor_rollout_ref.model.path", model_dir(s)),
+        ("actor_rollout_ref.model.path", model_read_dir(s)),
         ("actor_rollout_ref.actor.optim.lr", t.lr),
         ("actor_rollout_ref.actor.ppo_mini_batch_size", t.ppo_mini_batch_size),
         ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", L.ppo_micro_batch_size_per_gpu),
@@ -455,7 +463,7 @@ def verl_command(s: Settings, layout: Layout, overrides: Optional[list[tuple[str
     if dupes:
         raise OverrideError(f"duplicate Hydra overrides {dupes}; each key may appear once")
     in_file = {k for k, _ in list_overrides(s)}
-    return [*(preflight_words(s, layout) if preflight_enabled(s) else []),
+    return [*prefetch_wait_words(s, layout), *(preflight_words(s, layout) if preflight_enabled(s) else []),
             "python3", "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}",
             f"--config-name={TRAINER_CONFIG_NAME}", *(render_override(k, v) for k, v in pairs if k not in in_file)]
 

@@ -178,6 +178,18 @@ def model_dir(s: Settings) -> str:
     return oss_volumes(s)["models"].path_of(model_path(s))
 
 
+# The model prefetch's memory-backed emptyDir in every Ray pod (job.model_prefetch, agent_tools/
+# verl_ack_model_prefetch.py): the copy is <mount>/<model dir>/<cache key>, as under the models prefix, its marker
+# beside it.
+MODEL_COPY_VOLUME = "model-copy"
+MODEL_COPY_MOUNT = "/mnt/model-copy"
+
+
+def model_copy_dir(s: Settings) -> str:
+    """Where the prefetch copies the staged model in each Ray pod (named by the same content address)."""
+    return f"{MODEL_COPY_MOUNT}/{model_path(s)[len(s.storage.models_prefix):].rstrip('/')}"
+
+
 def checkpoint_dir(s: Settings) -> str:
     """trainer.default_local_dir: the checkpoint prefix seen through the shared read-write volume."""
     return oss_volumes(s)["checkpoints"].path_of(checkpoint_key_prefix(s))

@@ -15,7 +15,14 @@ from typing import Any, Optional
 from components.config import Settings
 from components.model.wait import gpu_pool_autoscales, mbit_minutes, model_bytes, pull_minutes
 from offline.engine import Recording
-from offline.report.latency.kinds import RAYJOB_TYPE, create_minutes, is_prepull, submit_minutes, training_image
+from offline.report.latency.kinds import (
+    RAYJOB_TYPE,
+    create_minutes,
+    is_prepull,
+    model_prefetched,
+    submit_minutes,
+    training_image,
+)
 from offline.report.latency.pair import PlatformRun, with_platform_network
 from offline.report.latency.schedule import Schedule
 from offline.report.warm_pool import WarmPool, warm_pool
@@ -67,6 +74,7 @@ class CriticalPath:
     pods_start_minutes: float = 0.0  # the Ray pods start on the GPU nodes (they hold them from here)
     warm_pool: Optional[WarmPool] = None  # the SandboxSet's cold start (offline/report/warm_pool.py)
     warm_pool_on_critical_path: bool = False  # the first tool call waits for it
+    model_read: dict[str, Any] = field(default_factory=dict)  # where verl reads the weights from (model_read_phase)
 
     def timeline(self, source: str = "recorded resource graph") -> Timeline:
         return Timeline(self.first_step_minutes, self.gpu_pool_start_minutes or 0.0,
@@ -80,9 +88,26 @@ class CriticalPath:
         d["path"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in st.items()} for st in d["path"]]
         d["image_pull"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["image_pull"].items()}
         d["phases"] = {k: round(v, 2) for k, v in d["phases"].items()}
+        d["model_read"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["model_read"].items()}
         if d["warm_pool"]:
             d["warm_pool"] = {k: round(v, 2) if isinstance(v, float) else v for k, v in d["warm_pool"].items()}
         return d
+
+
+def model_read_phase(s: Settings, prefetched: bool) -> dict[str, Any]:
+    """verl's read of the weights during its init. From the OSS volume: the model at `oss_read_mbps`. With the
+    prefetch (job.model_prefetch): the pods' copy reads OSS at the same rate from the moment their containers start,
+    alongside Ray's start and the submission; verl waits for whatever part of the copy outlasts them, then reads
+    the copy at `local_read_mbps`."""
+    L = s.latency
+    oss = mbit_minutes(model_bytes(s), L.oss_read_mbps)
+    if not prefetched:
+        return {"source": "OSS volume", "minutes": oss, "oss_read_minutes": oss}
+    window = L.ray_start_minutes + submit_minutes(s)
+    wait = max(0.0, oss - window)
+    local = mbit_minutes(model_bytes(s), L.local_read_mbps)
+    return {"source": "pod memory copy (job.model_prefetch)", "minutes": wait + local, "oss_read_minutes": oss,
+            "copy_overlapped_minutes": oss - wait, "copy_wait_minutes": wait, "local_read_minutes": local}
 
 
 def critical_path(recording: Recording, s: Settings, repeat: bool = False) -> CriticalPath:
@@ -98,7 +123,8 @@ def critical_path(recording: Recording, s: Settings, repeat: bool = False) -> Cr
     image = training_image(s, recording)
     pull, rate, via_nat = pull_minutes(s, image)
     L = s.latency
-    init = L.verl_init_minutes + mbit_minutes(model_bytes(s), L.oss_read_mbps)
+    read = model_read_phase(s, model_prefetched(recording))
+    init = L.verl_init_minutes + read["minutes"]
     phases = {"image pull": pull, "Ray cluster start": L.ray_start_minutes,
               "RayJob submission": submit_minutes(s), "verl init and model load": init}
 
@@ -203,7 +229,7 @@ def critical_path(recording: Recording, s: Settings, repeat: bool = False) -> Cr
         gpu_pool_start_minutes=gpu_start, gpu_pool_ready_minutes=gpu_ready, gpu_idle_minutes=idle,
         image_pull=ImagePull(image, L.training_image_gib, rate, via_nat, pull, prepulled, pull_on_path),
         phases=phases, notes=notes, pods_start_minutes=pods_start, warm_pool=pool,
-        warm_pool_on_critical_path=pool_on_path)
+        warm_pool_on_critical_path=pool_on_path, model_read=read)
 
 
 def plan_critical_path(recording: Recording, s: Settings, repeat: bool = False) -> CriticalPath:

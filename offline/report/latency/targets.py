@@ -46,8 +46,16 @@ def split_figures(s: Settings, warm: CriticalPath, platform: PlatformRun) -> Spl
         f"avoidable GPU idle <= {TARGET_AVOIDABLE_IDLE_MINUTES:g} min": avoidable <= TARGET_AVOIDABLE_IDLE_MINUTES,
         f"warm experiment <= {TARGET_WARM_MINUTES:g} min": warm.first_step_minutes <= TARGET_WARM_MINUTES,
     }
-    load = (f"model weights read once from the OSS volume `models` (ossfs 2.0, read-only) at {L.oss_read_mbps:g} "
-            "Mbit/s during verl init; staged into OSS by the experiment's model Job, in parallel with the GPU pool join"
+    read = fresh.model_read
+    if read.get("copy_overlapped_minutes") is not None:
+        how = (f"model weights copied from the OSS volume `models` (ossfs 2.0, read-only) at {L.oss_read_mbps:g} "
+               f"Mbit/s into each Ray pod's memory while Ray starts (job.model_prefetch: "
+               f"{read['copy_overlapped_minutes']:.2f} of its {read['oss_read_minutes']:.2f} min overlap Ray's start and "
+               f"the submission), then read by verl at {L.local_read_mbps:g} Mbit/s")
+    else:
+        how = (f"model weights read once from the OSS volume `models` (ossfs 2.0, read-only) at {L.oss_read_mbps:g} "
+               "Mbit/s during verl init")
+    load = (how + "; staged into OSS by the experiment's model Job, in parallel with the GPU pool join"
             + (" (on a warm platform the pool is joined already: the Job is on the warm path)"
                if not s.owns_gpu_pool() else ""))
     return SplitFigures(fresh.first_step_minutes, chain, fresh.first_step_minutes / chain, idle, avoidable, up,

@@ -100,7 +100,11 @@ def test_rule15_grpo_needs_more_than_one_sample_per_prompt():
 def test_rule16_each_gpu_node_needs_three_ray_cpus_per_gpu():
     bad = settings({"gpu_pool": {"cpus_per_node": 24}})
     (e,) = [f for f in errors(bad) if f.field == "gpu_pool.cpus_per_node"]
-    assert "rule 16" in e.message and "29 vCPUs" in e.message
+    # 25 for verl + 4 for the node's daemons + 1 for the model prefetch (which the message names, and how to drop).
+    assert "rule 16" in e.message and "30 vCPUs" in e.message and "job.model_prefetch: false" in e.message
+    no_prefetch = settings({"gpu_pool": {"cpus_per_node": 24}, "job": {"model_prefetch": False}})
+    (e,) = [f for f in errors(no_prefetch) if f.field == "gpu_pool.cpus_per_node"]
+    assert "29 vCPUs" in e.message and "prefetch" not in e.message
 
 
 def test_sequence_parallel_must_divide_the_heads():
@@ -159,9 +163,10 @@ def test_offloaded_state_must_fit_in_host_memory():
 
 
 def test_the_head_needs_the_rule16_cpus_beside_kuberays_submitter_sidecar():
-    # 29 vCPUs leave 25 for Ray, exactly verl's 3 x 8 + 1; the SidecarMode submitter takes one of the head's.
-    tight = settings({"gpu_pool": {"cpus_per_node": 29}})
+    # 30 vCPUs leave 25 for Ray (4 for the node's daemons, 1 for the model prefetch), exactly verl's 3 x 8 + 1; the
+    # SidecarMode submitter takes one of the head's.
+    tight = settings({"gpu_pool": {"cpus_per_node": 30}})
     (e,) = [f for f in errors(tight) if f.field == "gpu_pool.cpus_per_node"]
-    assert "submitter" in e.message and "30 vCPUs" in e.message and "K8sJobMode" in e.message
-    k8s_mode = settings({"gpu_pool": {"cpus_per_node": 29}, "job": {"submission_mode": "K8sJobMode"}})
+    assert "submitter" in e.message and "31 vCPUs" in e.message and "K8sJobMode" in e.message
+    k8s_mode = settings({"gpu_pool": {"cpus_per_node": 30}, "job": {"submission_mode": "K8sJobMode"}})
     assert not [f for f in errors(k8s_mode) if f.field == "gpu_pool.cpus_per_node"]

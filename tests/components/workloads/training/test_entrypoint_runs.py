@@ -29,11 +29,15 @@ ENTRY = f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}"
 
 # Stands in for the image's python3: records each call; runs the job's entrypoint program (the ConfigMap's copy) with
 # the real interpreter; verl exits with $VERL_RC; the preflight exits with $PREFLIGHT_RC when that is set, else
-# execs the command after its `--` as the real one does.
+# execs the command after its `--` as the real one does; the model prefetch's wait step execs it too (its own runs:
+# tests/agent_tools/test_verl_ack_model_prefetch.py).
 PYTHON3 = rf"""#!/bin/bash
 echo "$*" >> "$CALLS"
 if [ "$1" = "{ENTRY}" ]; then shift; exec "{sys.executable}" "$CONFIG_COPY/{ENTRYPOINT_MODULE_FILE}" "$@"; fi
 if [ "$1 $2" = "-m verl.trainer.main_ppo" ]; then exit "$VERL_RC"; fi
+if [ "$1 $2" = "-m verl_ack_model_prefetch" ]; then
+  while [ "$1" != "--" ]; do shift; done; shift; exec "$@"
+fi
 if [ "$1 $2" = "-m verl_ack_preflight" ]; then
   if [ -n "$PREFLIGHT_RC" ]; then exit "$PREFLIGHT_RC"; fi
   while [ "$1" != "--" ]; do shift; done; shift; exec "$@"
@@ -94,9 +98,10 @@ def test_the_entrypoint_runs_verl_as_its_child_and_ends_with_verls_code(tmp_path
     rc, calls = _run(tmp_path, "dev", manifest, verl_rc, join)
     assert rc == verl_rc
     assert [c.split(" ")[:2] for c in calls] == [[ENTRY, "--tool-config=/etc/verl-ack/config/tool_config.yaml"],
-                                                ["-m", "verl.trainer.main_ppo"]]
-    # verl got exactly its own words (no tracking server here, so nothing is appended).
+                                                ["-m", "verl_ack_model_prefetch"], ["-m", "verl.trainer.main_ppo"]]
+    # The wait step and verl got exactly their own words (no tracking server here, so nothing is appended).
     assert calls[1] == manifest["spec"]["entrypoint"].split(" -- python3 ", 1)[1]
+    assert calls[2] == manifest["spec"]["entrypoint"].rsplit(" -- python3 ", 1)[1]
 
 
 @pytest.mark.parametrize("join", JOINS)
@@ -105,7 +110,8 @@ def test_behind_the_preflight_verl_still_runs_by_exec(tmp_path, verl_rc, join):
     _, manifest = build("multinode")
     rc, calls = _run(tmp_path, "multinode", manifest, verl_rc, join)
     assert rc == verl_rc
-    assert [c.split(" ")[:2] for c in calls][1:] == [["-m", "verl_ack_preflight"], ["-m", "verl.trainer.main_ppo"]]
+    assert [c.split(" ")[:2] for c in calls][1:] == [["-m", "verl_ack_model_prefetch"], ["-m", "verl_ack_preflight"],
+                                                    ["-m", "verl.trainer.main_ppo"]]
 
 
 @pytest.mark.parametrize("join", JOINS)
@@ -113,7 +119,7 @@ def test_a_failed_preflight_never_starts_verl_and_the_job_ends_with_the_prefligh
     _, manifest = build("multinode")
     rc, calls = _run(tmp_path, "multinode", manifest, 0, join, preflight_rc="1")
     assert rc == 1
-    assert [c.split(" ")[:2] for c in calls][1:] == [["-m", "verl_ack_preflight"]]
+    assert [c.split(" ")[:2] for c in calls][1:] == [["-m", "verl_ack_model_prefetch"], ["-m", "verl_ack_preflight"]]
 
 
 def test_without_mlflow_the_program_gets_no_tool_config(tmp_path):
@@ -121,4 +127,4 @@ def test_without_mlflow_the_program_gets_no_tool_config(tmp_path):
     _, manifest = build("dev", s)
     assert "--tool-config" not in manifest["spec"]["entrypoint"]
     rc, calls = _run(tmp_path, "dev", manifest, 3, "shlex.join")
-    assert rc == 3 and len(calls) == 2
+    assert rc == 3 and len(calls) == 3

@@ -16,10 +16,14 @@ from tests.components.workloads.training.test_rayjob import build
 
 
 def child(manifest: dict) -> list[str]:
-    """What the entrypoint program runs as its child (the words after its `--`)."""
+    """What the entrypoint program runs as its child (the words after its `--`), past the model prefetch's wait step
+    when it runs (it execs the words after its own `--`)."""
     words = shlex.split(manifest["spec"]["entrypoint"])
     assert words[:2] == ["python3", f"{CONFIG_DIR}/verl_ack_entrypoint.py"]
-    return words[words.index("--") + 1:]
+    words = words[words.index("--") + 1:]
+    if words[:3] == ["python3", "-m", "verl_ack_model_prefetch"]:
+        words = words[words.index("--") + 1:]
+    return words
 
 
 def _preflight_args(manifest: dict):

@@ -56,7 +56,7 @@ def test_every_ray_container_below_ray_2_53_has_probes_that_need_only_python(sta
     s, manifest = build(stack_name)
     cluster = manifest["spec"]["rayClusterSpec"]
     for group in [cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])]:
-        (container,) = group["template"]["spec"]["containers"]
+        container = group["template"]["spec"]["containers"][0]  # the Ray container (KubeRay: index 0)
         for probe in ("readinessProbe", "livenessProbe"):
             command = container[probe]["exec"]["command"]
             assert command[0] == "python3" and not any("wget" in w for w in command), (stack_name, probe)

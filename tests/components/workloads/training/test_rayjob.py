@@ -130,7 +130,8 @@ def test_every_gpu_pod_takes_a_whole_node_with_three_ray_cpus_per_gpu(stack_name
         assert all(isinstance(v, str) for v in params.values())
         assert params["num-cpus"] == str(cpus)
         assert "resources" not in group and "resources" not in params  # KubeRay: not with num-cpus
-        (container,) = group["template"]["spec"]["containers"]
+        container, *others = group["template"]["spec"]["containers"]
+        assert [c["name"] for c in others] == (["model-prefetch"] if L.model_copy_gib else [])
         res = container["resources"]
         assert res["requests"] == res["limits"]  # the Ray container never bursts into the node daemons' share
         assert res["limits"][GPU_RESOURCE] == str(L.gpus_per_node)
@@ -150,14 +151,17 @@ def test_the_head_pod_with_kuberays_submitter_sidecar_fits_the_node_like_a_worke
     assert (cpu + sidecar[0], memory + sidecar[1]) == (L.ray_cpus_per_gpu_pod, L.memory_gib_per_gpu_pod)
 
 
-def test_the_tutorials_100_cpu_head_is_lowered_to_99_beside_the_submitter_sidecar():
+def test_the_tutorials_100_cpu_head_is_lowered_beside_the_submitter_and_the_model_prefetch():
     s, manifest = build("dev")
     head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]
     assert s.gpu_pool.cpus_per_node == 104 and s.job.submission_mode == "SidecarMode"
-    assert head["rayStartParams"]["num-cpus"] == "99"
-    assert head["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "99"
+    # 104 less 4 for the node's daemons, 1 for the model prefetch and 1 for KubeRay's submitter.
+    assert head["rayStartParams"]["num-cpus"] == "98"
+    assert head["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "98"
     _, k8s_mode = build("dev", {"job": {"submission_mode": "K8sJobMode"}})
-    assert k8s_mode["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "100"
+    assert k8s_mode["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "99"
+    _, neither = build("dev", {"job": {"submission_mode": "K8sJobMode", "model_prefetch": False}})
+    assert neither["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "100"
 
 
 def test_gpu_pods_land_on_the_gpu_pool_and_tolerate_its_taints(stack_name):
@@ -240,7 +244,8 @@ def test_single_node_or_ecs_pods_request_no_rdma_and_add_no_capabilities(stack, 
 
 
 def test_shm_defaults_to_a_quarter_of_the_pod_capped_at_64_gib():
-    for stack, expected in (("dev", "64Gi"), ("existing-ecs", "11Gi")):
+    # existing-ecs: 60 GiB less 16 for the node's daemons and 4 for the model prefetch (3 GiB copy + 1) = 40 GiB.
+    for stack, expected in (("dev", "64Gi"), ("existing-ecs", "10Gi")):
         _, manifest = build(stack)
         dshm = next(v for v in pod_templates(manifest)[0]["spec"]["volumes"] if v["name"] == "dshm")
         assert dshm["emptyDir"]["sizeLimit"] == expected, stack

@@ -20,8 +20,8 @@ def test_single_node_ray_pods_drop_every_capability_and_get_no_api_token(stack):
         spec = t["spec"]
         assert spec["automountServiceAccountToken"] is False
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        (c,) = spec["containers"]
-        assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+        for c in spec["containers"]:  # the Ray container and the model prefetch
+            assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
         assert pss_violations(spec, "baseline") == []
 
 
@@ -29,8 +29,10 @@ def test_rdma_ray_pods_run_as_root_with_exactly_the_two_capabilities_it_needs():
     s, manifest = build("multinode")
     assert (s.gpu_pool.kind, s.gpu_pool.nodes > 1) == ("lingjun", True)
     for t in pod_templates(manifest):
-        (c,) = t["spec"]["containers"]
+        c, *others = t["spec"]["containers"]
         sc = c["securityContext"]
+        # The model prefetch copies files: the same user (the copy's owner), none of RDMA's capabilities.
+        assert [o["securityContext"] for o in others] == [{**sc, "capabilities": {"drop": ["ALL"]}}] * len(others)
         assert sc["capabilities"] == {"drop": ["ALL"], "add": list(RDMA_CAPABILITIES)}
         assert sc["runAsUser"] == 0 and sc["allowPrivilegeEscalation"] is False
         assert set(RDMA_CAPABILITIES) == {"IPC_LOCK", "SYS_RESOURCE"}

@@ -269,9 +269,15 @@ def test_train_and_val_files_are_files_the_dataset_job_writes(stack_name, tmp_pa
 
 def test_the_model_path_is_the_staged_preset_directory(tmp_path, verl_config_package):
     s = settings_for("dev")
+    staged = f"{oss_volumes(s)['models'].mount_path}/Qwen2.5-3B-Instruct/{model_cache_key(s)}"
+    # dev prefetches: verl reads the pod's copy, which the wait step moves back to the staged prefix on a failure.
     cfg = compose_job(tmp_path, s)
-    assert cfg.actor_rollout_ref.model.path == (f"{oss_volumes(s)['models'].mount_path}/Qwen2.5-3B-Instruct/"
-                                                f"{model_cache_key(s)}")
+    assert cfg.actor_rollout_ref.model.path == f"/mnt/model-copy/Qwen2.5-3B-Instruct/{model_cache_key(s)}"
+    assert f"--source={staged}" in verl_command(s, resolve_layout(s))
+    off = settings_for("dev", {"job": {"model_prefetch": False}})
+    (tmp_path / "off").mkdir()
+    assert compose_job(tmp_path / "off", off).actor_rollout_ref.model.path == staged
+    assert not [w for w in verl_command(off, resolve_layout(off)) if "prefetch" in w]
 
 
 # --------------------------------------------------------------------------------------------- overrides
@@ -396,8 +402,9 @@ def test_the_config_map_holds_no_secret_and_ships_the_tool_module():
     s = settings_for("dev")
     files = config_files(s)
     assert set(files) == {TRAINER_FILE, TOOL_CONFIG_FILE, TOOLS_MODULE_FILE, REWARD_MODULE_FILE,
-                          "verl_ack_agent_loop.py", "agent_loops.yaml", "verl_ack_entrypoint.py"}
-    for name in ("verl_ack_agent_loop.py", "verl_ack_entrypoint.py"):
+                          "verl_ack_agent_loop.py", "agent_loops.yaml", "verl_ack_entrypoint.py",
+                          "verl_ack_model_prefetch.py"}  # dev prefetches the model (job.model_prefetch)
+    for name in ("verl_ack_agent_loop.py", "verl_ack_entrypoint.py", "verl_ack_model_prefetch.py"):
         assert files[name] == (REPO_ROOT / "agent_tools" / name).read_text()
     assert files[TOOLS_MODULE_FILE] == TOOLS_SOURCE.read_text()
     assert files[REWARD_MODULE_FILE] == REWARD_SOURCE.read_text()
@@ -435,7 +442,7 @@ def test_a_qwen3_preset_and_a_custom_model_compose_against_verl_with_the_familys
     assert OmegaConf.to_container(cfg.data.apply_chat_template_kwargs) == {"enable_thinking": thinking}
     name = s.model.custom.repo_name if s.model.custom else "Qwen3-8B"
     # the staging cache keys the folder by repo and revision: models/<name>/<key>
-    assert f"/models/{name}/" in cfg.actor_rollout_ref.model.path
+    assert f"/{name}/" in cfg.actor_rollout_ref.model.path  # the staged prefix or its copy in the pod
 
 
 def test_the_dataset_and_the_agent_loop_both_read_the_thinking_switch_from_that_one_key():

@@ -1,0 +1,154 @@
+"""The model prefetch as the program renders it (job.model_prefetch): every Ray pod copies the staged model into a
+memory-backed directory beside the Ray container, the pod still fits its node, verl reads the copy (or the OSS
+volume when the wait step falls back), and the time model follows what the RayJob holds."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from agent_tools import verl_ack_model_prefetch as mp
+from components.config import REPO_ROOT, SettingsError
+from components.config.estimates import LatencySettings
+from components.model.layout import (
+    NODE_RESERVED_CPUS,
+    NODE_RESERVED_MEMORY_GIB,
+    SUBMITTER_CPU_LIMIT,
+    SUBMITTER_MEMORY_LIMIT_GIB,
+    resolve_layout,
+)
+from components.model.wait import mbit_minutes, model_bytes
+from components.workloads.training.rayjob import MODEL_PREFETCH_CONTAINER, pod_groups
+from components.workloads.training.verl_config import config_files
+from components.workloads.training.volumes import model_dir
+from offline.report.latency import critical_path
+from offline.report.latency.kinds import submit_minutes
+from offline.report.latency.path import model_read_phase
+from tests.components.workloads.training.test_rayjob import build, settings_for
+from tests.conftest import record
+
+MEASURED = REPO_ROOT / "components" / "model" / "model_read_measured.json"
+
+
+def _quantity_gib(text: str) -> int:
+    assert text.endswith("Gi"), text
+    return int(text[:-2])
+
+
+def _wait_args(manifest: dict):
+    words = shlex.split(manifest["spec"]["entrypoint"])
+    words = words[words.index("--") + 1:]
+    assert words[:4] == ["python3", "-m", "verl_ack_model_prefetch", "wait"]
+    return mp.parse(words[3:])
+
+
+def test_every_ray_pod_copies_the_model_the_wait_step_and_verl_name(stack_name):
+    s, manifest = build(stack_name)
+    L = resolve_layout(s)
+    assert L.model_copy_gib, f"{stack_name}: the shipped stacks all prefetch"
+    (wait, command) = _wait_args(manifest)
+    assert wait.nodes == L.nodes and wait.source == model_dir(s)
+    # verl reads the copy; the fallback rewrites exactly this word.
+    assert mp.with_source(command, wait.dest, wait.source) != command
+    assert mp.marker_of(wait.source) == model_dir(s) + ".complete"
+    assert model_bytes(s) <= L.model_copy_gib * 2**30  # the bf16 weights fit the copy's directory
+    for where, group in pod_groups(manifest["spec"]):
+        pod = group["template"]["spec"]
+        ray, *others = pod["containers"]
+        (prefetch,) = [c for c in others if c["name"] == MODEL_PREFETCH_CONTAINER]
+        args, _ = mp.parse(prefetch["command"][2:])
+        assert (args.action, args.source, args.dest) == ("copy", wait.source, wait.dest), where
+        assert prefetch["image"] == ray["image"]  # on the node already: no second pull
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["name"]: m for m in prefetch["volumeMounts"]}
+        copy = volumes[mounts["model-copy"]["name"]]["emptyDir"]
+        assert copy == {"medium": "Memory", "sizeLimit": f"{L.model_copy_gib}Gi"}
+        assert mounts["models"]["readOnly"] is True and not mounts["model-copy"].get("readOnly")
+        ray_mounts = {m["name"]: m for m in ray["volumeMounts"]}
+        assert ray_mounts["model-copy"]["readOnly"] is True
+        assert wait.dest.startswith(ray_mounts["model-copy"]["mountPath"] + "/")
+        assert wait.source.startswith(mounts["models"]["mountPath"] + "/")
+        # The copy's pages count against the copier's limit (emptyDir medium Memory): the copy plus its process.
+        limits = prefetch["resources"]["limits"]
+        assert prefetch["resources"]["requests"] == limits
+        assert _quantity_gib(limits["memory"]) > L.model_copy_gib
+        # The whole pod, KubeRay's SidecarMode submitter on the head included, still fits the node's share.
+        head = where.endswith("headGroupSpec")
+        sidecar = head and s.job.submission_mode == "SidecarMode"
+        memory = sum(_quantity_gib(c["resources"]["limits"]["memory"]) for c in pod["containers"])
+        cpus = sum(int(c["resources"]["limits"]["cpu"]) for c in pod["containers"])
+        assert memory + (SUBMITTER_MEMORY_LIMIT_GIB if sidecar else 0) == (
+            s.gpu_pool.memory_gib_per_node - NODE_RESERVED_MEMORY_GIB), where
+        assert cpus + (SUBMITTER_CPU_LIMIT if sidecar else 0) == s.gpu_pool.cpus_per_node - NODE_RESERVED_CPUS, where
+    assert "verl_ack_model_prefetch.py" in config_files(s)
+
+
+def test_turned_off_nothing_of_it_is_rendered_and_verl_reads_the_oss_volume():
+    s, manifest = build("dev", {"job": {"model_prefetch": False}})
+    assert resolve_layout(s).model_copy_gib == 0
+    assert "verl_ack_model_prefetch" not in manifest["spec"]["entrypoint"]
+    assert f"actor_rollout_ref.model.path={model_dir(s)}" in manifest["spec"]["entrypoint"].split(" ")
+    for _, group in pod_groups(manifest["spec"]):
+        pod = group["template"]["spec"]
+        assert [c["name"] for c in pod["containers"]] == ["ray-head"]
+        assert "model-copy" not in {v["name"] for v in pod["volumes"]}
+    assert "verl_ack_model_prefetch.py" not in config_files(s)
+
+
+def test_left_empty_it_runs_only_where_the_copy_fits_a_quarter_of_the_pod():
+    # existing-ecs: 60 GiB nodes leave the Ray pod 44 GiB; a 12 GiB copy + 1 GiB copier is more than a quarter.
+    s = settings_for("existing-ecs", {"job": {"model_prefetch_gib": 12}})
+    assert resolve_layout(s).model_copy_gib == 0
+    assert "verl_ack_model_prefetch" not in build("existing-ecs", {"job": {"model_prefetch_gib": 12}})[1]["spec"][
+        "entrypoint"]
+    assert resolve_layout(settings_for("existing-ecs", {"job": {"model_prefetch_gib": 10}})).model_copy_gib == 10
+
+
+def test_asked_for_where_it_would_take_half_the_pod_it_is_refused_at_preview_naming_the_fix():
+    with pytest.raises(SettingsError, match=r"job.model_prefetch: .*turn job.model_prefetch off"):
+        settings_for("existing-ecs", {"job": {"model_prefetch": True, "model_prefetch_gib": 22}})
+    assert resolve_layout(settings_for("existing-ecs", {"job": {"model_prefetch": True, "model_prefetch_gib": 21}}))
+
+
+def test_a_model_published_in_fp32_gets_the_size_it_is_given():
+    s = settings_for("dev", {"job": {"model_prefetch_gib": 20}})
+    assert resolve_layout(s).model_copy_gib == 20
+
+
+# --------------------------------------------------------------------------------------------- the time model
+def test_the_copy_overlaps_ray_start_and_submission_and_verl_waits_only_for_what_outlasts_them():
+    s = settings_for("dev")
+    L = s.latency
+    window = L.ray_start_minutes + submit_minutes(s)
+    oss = mbit_minutes(model_bytes(s), L.oss_read_mbps)
+    local = mbit_minutes(model_bytes(s), L.local_read_mbps)
+    assert oss < window  # the 3B model: the whole copy hides behind Ray's start
+    read = model_read_phase(s, prefetched=True)
+    assert read["copy_wait_minutes"] == 0 and read["minutes"] == pytest.approx(local)
+    slow = settings_for("dev", {"latency": {"oss_read_mbps": 50}})
+    slow_read = model_read_phase(slow, prefetched=True)
+    slow_oss = mbit_minutes(model_bytes(slow), 50)
+    assert slow_read["copy_wait_minutes"] == pytest.approx(slow_oss - window)
+    assert slow_read["minutes"] < model_read_phase(slow, prefetched=False)["minutes"]  # never slower than no copy
+    assert model_read_phase(s, prefetched=False)["minutes"] == pytest.approx(oss)
+
+
+def test_the_model_follows_the_recorded_rayjob_not_the_setting():
+    on, off = record("dev"), record("dev", {"job": {"model_prefetch": False}})
+    s, s_off = settings_for("dev"), settings_for("dev", {"job": {"model_prefetch": False}})
+    a, b = critical_path(on, s), critical_path(off, s_off)
+    assert a.model_read["source"].startswith("pod memory copy") and b.model_read["source"] == "OSS volume"
+    saved = b.model_read["minutes"] - a.model_read["minutes"]
+    assert saved > 0
+    assert b.phases["verl init and model load"] - a.phases["verl init and model load"] == pytest.approx(saved)
+
+
+def test_the_copys_read_rate_is_below_what_the_device_measured_for_a_3b_checkpoint_in_tmpfs():
+    measured = json.loads(MEASURED.read_text())
+    assert measured["complete"] and measured["checkpoint"]["total_bytes"] == pytest.approx(
+        model_bytes(settings_for("dev")), rel=0.01)  # the 3B preset's bf16 weights
+    # The raw read moves every byte (the loaders map the file and copy nothing); the default is well below it.
+    raw = measured["medians"]["tmpfs_raw_read"]["Mbit_per_s"]
+    assert LatencySettings().local_read_mbps <= raw / 4
