@@ -1,7 +1,7 @@
 """The model prefetch: the staged weights are copied from the OSS models volume into a memory-backed directory of
 each Ray pod while Ray starts, so verl reads them from memory instead of OSS.
 
-    python3 /etc/verl-ack/config/verl_ack_model_prefetch.py copy --source=DIR --dest=DIR     # the pods' sidecar
+    python3 /etc/verl-ack/config/verl_ack_model_prefetch.py copy --source=DIR --dest=DIR --max-gib=N  # sidecar
     python3 -m verl_ack_model_prefetch wait --source=DIR --dest=DIR --nodes=N -- COMMAND...  # before verl
 
 Why. verl reads the weights during its init, after Ray has started and the job was submitted; read from the OSS
@@ -10,10 +10,10 @@ so a copy started with them overlaps Ray's start and the submission, and verl's 
 
 `copy` (the `model-prefetch` container of every Ray pod) reads the staging Job's completion marker beside the
 source prefix (`<prefix>.complete`: every file's key and size, pipeline/marker.py), refuses a model larger than the
-copy's directory can hold, copies each listed file into `<dest>.partial/`, checks its size, renames the directory
-to `<dest>` and writes `<dest>.complete` LAST. On any error it writes `<dest>.failed` with the reason instead. Then
-it waits for SIGTERM, so the pod stays Ready (a container that exits makes the pod not Ready, and KubeRay waits for
-Ready pods). A restarted container finds `<dest>.complete` and copies nothing.
+copy's budget (`--max-gib`) or its directory can hold, copies each listed file into `<dest>.partial/`, checks its
+size, renames the directory to `<dest>` and writes `<dest>.complete` LAST. On any error it writes `<dest>.failed`
+with the reason instead. Then it waits for SIGTERM, so the pod stays Ready (a container that exits makes the pod
+not Ready, and KubeRay waits for Ready pods). A restarted container finds `<dest>.complete` and copies nothing.
 
 `wait` (the first program of the Ray job, before the fabric preflight and verl) waits until every Ray node's copy is
 complete or failed: on one node it reads its own pod's directory; on several it runs one zero-CPU Ray task pinned
@@ -109,8 +109,10 @@ def local_state(dest: str, files: Optional[list[dict]] = None) -> tuple[str, str
         return "pending", "copying"
 
 
-def copy_model(source: str, dest: str, log: Callable[[str], None] = print) -> dict:
-    """Copy the staged model at `source` into `dest` (see the module docstring). Returns the copy's marker."""
+def copy_model(source: str, dest: str, max_bytes: Optional[int] = None, log: Callable[[str], None] = print) -> dict:
+    """Copy the staged model at `source` into `dest` (see the module docstring). Returns the copy's marker.
+    `max_bytes`: the copy's budget, checked before anything is copied (the pages count against this container's
+    memory limit, and a tmpfs without a size shows the node's memory as free)."""
     dest = dest.rstrip("/")
     files = staged_files(source)
     state, detail = local_state(dest, files)
@@ -123,10 +125,10 @@ def copy_model(source: str, dest: str, log: Callable[[str], None] = print) -> di
     os.makedirs(parent, exist_ok=True)
     partial = dest + ".partial"
     shutil.rmtree(partial, ignore_errors=True)  # this program's own half-copy from a killed run
-    free = shutil.disk_usage(parent).free
-    if total > free:
+    room = shutil.disk_usage(parent).free if max_bytes is None else min(max_bytes, shutil.disk_usage(parent).free)
+    if total > room:
         raise RuntimeError(f"the staged model is {total / 2**30:.2f} GiB, the copy's directory holds "
-                           f"{free / 2**30:.2f} GiB: raise job.model_prefetch_gib or turn job.model_prefetch off")
+                           f"{room / 2**30:.2f} GiB: raise job.model_prefetch_gib or turn job.model_prefetch off")
     started = time.monotonic()
     for f in files:
         src, out = os.path.join(source, f["key"]), os.path.join(partial, f["key"])
@@ -147,7 +149,7 @@ def copy_model(source: str, dest: str, log: Callable[[str], None] = print) -> di
 
 def run_copy(args: argparse.Namespace) -> int:
     try:
-        copy_model(args.source, args.dest)
+        copy_model(args.source, args.dest, None if args.max_gib is None else int(args.max_gib * 2**30))
     except Exception as err:  # noqa: BLE001 (any failure is reported to `wait`, which falls back to the source)
         reason = f"{type(err).__name__}: {err}"
         print(f"model-prefetch: FAILED: {reason}; verl will read {args.source}", file=sys.stderr, flush=True)
@@ -245,6 +247,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     for q in (c, w):
         q.add_argument("--source", required=True, help="the staged model on the OSS volume")
         q.add_argument("--dest", required=True, help="the copy in the pod's memory-backed directory")
+    c.add_argument("--max-gib", type=float, help="the copy's budget (job.model_prefetch_gib); a larger model is not "
+                   "copied")
     c.add_argument("--exit", action="store_true", help="exit after the copy (tests) instead of waiting for SIGTERM")
     w.add_argument("--nodes", type=int, default=1, help="Ray nodes of the job (more than 1: Ray tasks per node)")
     w.add_argument("--timeout-seconds", type=float, default=1800, help="then read the source instead")

@@ -138,6 +138,21 @@ def figures(plans: dict[str, dict]) -> dict[str, str]:
         "multinode-pull": _min(plans["multinode"]["sections"]["latency"]["phases"]["image pull"]),
         "multinode-first-step": _min(plans["multinode"]["sections"]["latency"]["first_step_minutes"]),
         "multinode-repeat": _min(plans["multinode"]["sections"]["latency"]["staging"]["repeat_first_step_minutes"]),
+        **prefetch_figures(plans[PAIR[1]]),
+    }
+
+
+def prefetch_figures(plan: dict[str, Any]) -> dict[str, str]:
+    """What the model prefetch moves on the experiment's repeat: its OSS read, the phases it overlaps, the repeat
+    without it (the same path with verl reading OSS) and the copy's size in each Ray pod."""
+    lat = plan["sections"]["latency"]
+    read, phases = lat["model_read"], lat["phases"]
+    without = lat["staging"]["repeat_first_step_minutes"] + read["oss_read_minutes"] - read["minutes"]
+    return {
+        "pair-model-oss-read": f"{read['oss_read_minutes']:.2f} min",
+        "pair-prefetch-window": _min(phases["Ray cluster start"] + phases["RayJob submission"]),
+        "pair-repeat-no-prefetch": _min(without),
+        "pair-copy-gib": f"{plan['sections']['layout']['layout']['model_copy_gib']} GiB",
     }
 
 

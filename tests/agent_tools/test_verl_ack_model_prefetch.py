@@ -52,6 +52,10 @@ def test_a_restarted_copier_finds_its_copy_and_reads_nothing_again(tmp_path, mon
 
 def test_a_model_larger_than_the_copys_directory_is_not_copied_and_says_which_setting(tmp_path, monkeypatch):
     source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    # Over its budget (the container's memory), whatever the directory shows free...
+    with pytest.raises(RuntimeError, match="job.model_prefetch_gib"):
+        mp.copy_model(str(source), str(dest), max_bytes=100, log=lambda _: None)
+    # ...or over what the directory holds.
     monkeypatch.setattr(mp.shutil, "disk_usage", lambda _: types.SimpleNamespace(free=100))
     with pytest.raises(RuntimeError, match="job.model_prefetch_gib"):
         mp.copy_model(str(source), str(dest), log=lambda _: None)

@@ -15,6 +15,10 @@ from components.config.estimates import LatencySettings
 from components.model.layout import (
     NODE_RESERVED_CPUS,
     NODE_RESERVED_MEMORY_GIB,
+    PREFETCH_CPUS,
+    PREFETCH_EXTRA_GIB,
+    PREFETCH_MARGIN,
+    PREFETCH_PROCESS_GIB,
     SUBMITTER_CPU_LIMIT,
     SUBMITTER_MEMORY_LIMIT_GIB,
     resolve_layout,
@@ -60,6 +64,7 @@ def test_every_ray_pod_copies_the_model_the_wait_step_and_verl_name(stack_name):
         (prefetch,) = [c for c in others if c["name"] == MODEL_PREFETCH_CONTAINER]
         args, _ = mp.parse(prefetch["command"][2:])
         assert (args.action, args.source, args.dest) == ("copy", wait.source, wait.dest), where
+        assert args.max_gib == L.model_copy_gib  # the copier refuses what its memory limit cannot hold
         assert prefetch["image"] == ray["image"]  # on the node already: no second pull
         volumes = {v["name"]: v for v in pod["volumes"]}
         mounts = {m["name"]: m for m in prefetch["volumeMounts"]}
@@ -152,3 +157,22 @@ def test_the_copys_read_rate_is_below_what_the_device_measured_for_a_3b_checkpoi
     # The raw read moves every byte (the loaders map the file and copy nothing); the default is well below it.
     raw = measured["medians"]["tmpfs_raw_read"]["Mbit_per_s"]
     assert LatencySettings().local_read_mbps <= raw / 4
+
+
+def test_the_docs_state_the_prefetchs_sizes_and_rates_as_the_code_and_the_measurement_have_them():
+    section = " ".join((REPO_ROOT / "docs" / "training.md").read_text().split("## Model prefetch")[1]
+                       .split("\n## ")[0].split())
+    assert f"{PREFETCH_CPUS} CPU and the copy's size plus {PREFETCH_PROCESS_GIB} GiB of memory" in section
+    assert f"the bf16 weights + {round((PREFETCH_MARGIN - 1) * 100)} % + {PREFETCH_EXTRA_GIB} GiB" in section
+    raw = json.loads(MEASURED.read_text())["medians"]["tmpfs_raw_read"]["Mbit_per_s"]
+    (row,) = [r for r in (REPO_ROOT / "docs" / "latency.md").read_text().splitlines()
+              if r.startswith("| `local_read_mbps` |")]
+    assert f"| {LatencySettings().local_read_mbps:g} Mbit/s |" in row and f"{raw:,.0f} Mbit/s" in row
+    s, manifest = build("dev")
+    head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    copier = next(c for c in head if c["name"] == MODEL_PREFETCH_CONTAINER)
+    # The dev stack file's comment on the head pod's shares.
+    text = (REPO_ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    assert (f"model prefetch ({copier['resources']['limits']['cpu']} CPU / {copier['resources']['limits']['memory']})"
+            in text)
+    assert f"its Ray container gets {head[0]['resources']['limits']['cpu']} / {head[0]['resources']['limits']['memory']}" in text
