@@ -7,6 +7,7 @@ from typing import Optional
 
 from components.cloud.registry import runtime_pip_packages
 from components.config import Settings
+from components.model.layout import model_prefetch_gib
 from offline.engine import Recording
 from offline.report.latency.kinds import RAYJOB_TYPE, create_minutes, kind_of
 from offline.report.latency.pair import PlatformRun, with_platform_network
@@ -133,6 +134,8 @@ def unused_inputs(s: Settings) -> set[str]:
     out = {"job_submit_no_pip_minutes"} if runtime_pip_packages(s) else set()
     if not s.image.lazy_loading:
         out.add("lazy_pull_fraction")
+    if not model_prefetch_gib(s):
+        out.add("local_read_mbps")  # verl reads the OSS volume: no copy in the pods
     return out
 
 

@@ -24,9 +24,10 @@ from components.model.layout import (
     resolve_layout,
 )
 from components.model.wait import mbit_minutes, model_bytes
+from components.wiring import completion_marker, model_path
 from components.workloads.training.rayjob import MODEL_PREFETCH_CONTAINER, pod_groups
 from components.workloads.training.verl_config import config_files
-from components.workloads.training.volumes import model_dir
+from components.workloads.training.volumes import model_dir, oss_volumes
 from offline.report.latency import critical_path
 from offline.report.latency.kinds import submit_minutes
 from offline.report.latency.path import model_read_phase
@@ -56,7 +57,9 @@ def test_every_ray_pod_copies_the_model_the_wait_step_and_verl_name(stack_name):
     assert wait.nodes == L.nodes and wait.source == model_dir(s)
     # verl reads the copy; the fallback rewrites exactly this word.
     assert mp.with_source(command, wait.dest, wait.source) != command
-    assert mp.marker_of(wait.source) == model_dir(s) + ".complete"
+    # The marker the copier reads through the mount is the object the staging Job writes last.
+    models = oss_volumes(s)["models"]
+    assert mp.marker_of(wait.source) == models.path_of(completion_marker(model_path(s)))
     assert model_bytes(s) <= L.model_copy_gib * 2**30  # the bf16 weights fit the copy's directory
     for where, group in pod_groups(manifest["spec"]):
         pod = group["template"]["spec"]
@@ -138,6 +141,15 @@ def test_the_copy_overlaps_ray_start_and_submission_and_verl_waits_only_for_what
     assert slow_read["copy_wait_minutes"] == pytest.approx(slow_oss - window)
     assert slow_read["minutes"] < model_read_phase(slow, prefetched=False)["minutes"]  # never slower than no copy
     assert model_read_phase(s, prefetched=False)["minutes"] == pytest.approx(oss)
+
+
+def test_the_plan_lists_the_copys_read_rate_among_its_assumptions_only_where_the_pods_copy():
+    from offline.report.latency import latency_section
+
+    on = latency_section(settings_for("dev"), record("dev")).data["assumptions"]
+    off_s = settings_for("dev", {"job": {"model_prefetch": False}})
+    off = latency_section(off_s, record("dev", {"job": {"model_prefetch": False}})).data["assumptions"]
+    assert "local_read_mbps" in on and "local_read_mbps" not in off and "oss_read_mbps" in off
 
 
 def test_the_model_follows_the_recorded_rayjob_not_the_setting():
