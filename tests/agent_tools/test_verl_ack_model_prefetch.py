@@ -133,6 +133,14 @@ def test_a_copy_changed_after_its_marker_is_not_trusted(tmp_path):
     assert mp.local_state(str(dest))[0] == "failed"
 
 
+def test_the_copier_finds_the_marker_where_the_staging_job_writes_it():
+    # The program runs alone from the ConfigMap (standard library only), so it keeps its own copy of the rule.
+    from pipeline.marker import marker_key
+
+    for prefix in ("models/M/key0/", "/mnt/oss/models/M/key0", "a/b//"):
+        assert mp.marker_of(prefix) == marker_key(prefix)
+
+
 def test_the_fallback_rewrites_exactly_the_one_model_path_override():
     words = ["python3", "-m", "verl.trainer.main_ppo", "actor_rollout_ref.model.path=/c/k",
              "data.train_files=/c/k/x"]
