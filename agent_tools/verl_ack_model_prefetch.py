@@ -148,6 +148,9 @@ def copy_model(source: str, dest: str, max_bytes: Optional[int] = None, log: Cal
 
 
 def run_copy(args: argparse.Namespace) -> int:
+    # PID 1 of its container: a signal without a handler would be ignored, and a pod deleted during the copy or
+    # after it would wait out its grace period. Set first, so SIGTERM ends the copier at any point.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         copy_model(args.source, args.dest, None if args.max_gib is None else int(args.max_gib * 2**30))
     except Exception as err:  # noqa: BLE001 (any failure is reported to `wait`, which falls back to the source)
@@ -156,8 +159,6 @@ def run_copy(args: argparse.Namespace) -> int:
         _write_atomic(failed_of(args.dest), reason + "\n")
     if args.exit:
         return 0
-    # PID 1 of its container: a signal without a handler would be ignored, and the pod would wait out its grace.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         signal.pause()
 

@@ -7,7 +7,7 @@ import yaml
 from components.config import Settings
 from components.model.layout import resolve_layout
 from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, mcp_url, ray_namespace
-from components.workloads.training.rayjob import pod_wiring, rayjob_manifest
+from components.workloads.training.rayjob import MODEL_PREFETCH_CONTAINER, pod_wiring, rayjob_manifest
 from components.workloads.training.verl_config import GSM8K_TOOL, tool_config, trainer_config
 from components.workloads.training.volumes import (
     checkpoint_dir,
@@ -33,6 +33,9 @@ def training_section(s: Settings, recording):
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     container = head["containers"][0]
     limits = container["resources"]["limits"]
+    copier = next((c for c in head["containers"] if c["name"] == MODEL_PREFETCH_CONTAINER), None)
+    read_path = next(w.split("=", 1)[1] for w in spec["entrypoint"].split(" ")
+                     if w.startswith("actor_rollout_ref.model.path="))
     shm = next(v["emptyDir"]["sizeLimit"] for v in head["volumes"] if v["name"] == "dshm")
     workers = sum(g["replicas"] for g in spec["rayClusterSpec"].get("workerGroupSpecs", []))
     tool_docs = tool_config(s)["tools"]
@@ -52,14 +55,18 @@ def training_section(s: Settings, recording):
                          f"{layout.memory_gib_per_gpu_pod}Gi memory, /dev/shm {shm}" + (
                              f" (the head's Ray container: {layout.head_ray_cpus} CPUs, {layout.head_memory_gib}Gi "
                              "memory, beside KubeRay's SidecarMode submitter with limits 1 CPU / 1Gi)"
-                             if spec["submissionMode"] == "SidecarMode" else "")),
+                             if spec["submissionMode"] == "SidecarMode" else "") + (
+                             f"; beside the Ray container the model prefetch's {copier['resources']['limits']['cpu']} "
+                             f"CPU / {copier['resources']['limits']['memory']}" if copier else "")),
         ("image", f"`{container['image']}`"),
         ("installed at start", ", ".join(f"`{p}`" for p in pip) or "nothing (built image)"),
         ("lifecycle", f"cluster deleted {spec['ttlSecondsAfterFinished']} s after the job; deadline "
                       f"{spec['activeDeadlineSeconds']} s; must be running within "
                       f"{spec.get('preRunningDeadlineSeconds', '-')} s; retries {spec['backoffLimit']}"),
         ("train / val files", f"`{train}`, `{val}`"),
-        ("model", f"`{model_dir(s)}`"),
+        ("model", f"`{model_dir(s)}`" + (
+            f", copied into each Ray pod's memory while Ray starts (model prefetch); verl reads `{read_path}`, or the "
+            "OSS volume if a copy fails" if copier else "")),
         ("checkpoints", f"`{checkpoint_dir(s)}` = `{checkpoint_key_prefix(s)}` in the bucket "
                         f"(save {', '.join(s.training.save_contents)}; resume_mode auto)"),
         ("volumes", ", ".join(f"{k}: {v.fuse_type} {v.access_mode} `{v.prefix}`" for k, v in vols.items())),
@@ -72,6 +79,7 @@ def training_section(s: Settings, recording):
     data = {"rayjob": manifest["metadata"]["name"], "namespace": manifest["metadata"]["namespace"],
             "submission_mode": spec["submissionMode"], "gpu_pods": layout.nodes, "image": container["image"],
             "runtime_pip": pip, "train_files": train, "val_files": val, "model_path": model_dir(s),
+            "model_read_path": read_path, "model_prefetch": copier is not None,
             "checkpoint_dir": checkpoint_dir(s), "checkpoint_key_prefix": checkpoint_key_prefix(s), "tools": tools,
             "gsm8k_scoring": reward_kwargs["gsm8k_method"], "answer_tool_reveal": answer["reveal"],
             "answer_tool_max_calls": answer["max_calls"], "table": rows_data(rows)}

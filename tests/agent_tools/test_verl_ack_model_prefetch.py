@@ -83,7 +83,7 @@ def test_a_copy_that_cannot_be_trusted_is_reported_failed_with_its_reason(tmp_pa
     assert state == "failed" and needle in detail
 
 
-def test_the_waiting_copier_ends_on_sigterm_as_pid_1_of_its_container_must(tmp_path):
+def test_the_copier_ends_on_sigterm_during_or_after_the_copy_as_pid_1_of_its_container_must(tmp_path):
     source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
     proc = subprocess.Popen([sys.executable, str(PROGRAM), "copy", f"--source={source}", f"--dest={dest}"],
                             stdout=subprocess.PIPE, text=True)

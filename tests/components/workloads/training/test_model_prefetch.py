@@ -188,3 +188,16 @@ def test_the_docs_state_the_prefetchs_sizes_and_rates_as_the_code_and_the_measur
     assert (f"model prefetch ({copier['resources']['limits']['cpu']} CPU / {copier['resources']['limits']['memory']})"
             in text)
     assert f"its Ray container gets {head[0]['resources']['limits']['cpu']} / {head[0]['resources']['limits']['memory']}" in text
+
+
+def test_the_plans_training_section_says_where_verl_reads_the_weights_from_the_recorded_job():
+    from offline.report.training import training_section
+
+    s = settings_for("dev")
+    on = training_section(s, record("dev"))
+    assert on.data["model_prefetch"] and on.data["model_read_path"].startswith("/mnt/model-copy/")
+    assert "model prefetch" in on.markdown and on.data["model_read_path"] in on.markdown
+    off_s = settings_for("dev", {"job": {"model_prefetch": False}})
+    off = training_section(off_s, record("dev", {"job": {"model_prefetch": False}}))
+    assert not off.data["model_prefetch"] and off.data["model_read_path"] == model_dir(off_s)
+    assert "model prefetch" not in off.markdown
