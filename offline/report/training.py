@@ -51,7 +51,7 @@ def training_section(s: Settings, recording):
         ("RayJob", f"`{manifest['metadata']['namespace']}/{manifest['metadata']['name']}` ({spec['submissionMode']}, "
                    f"KubeRay {s.versions.kuberay}, Ray {spec['rayClusterSpec']['rayVersion']})"),
         ("Ray cluster", f"GPU head (trains) + {workers} GPU worker(s) = {layout.nodes} node(s)"),
-        ("each GPU pod", f"{limits['nvidia.com/gpu']} GPUs, {layout.ray_cpus_per_gpu_pod} CPUs, "
+        ("each GPU pod", f"{limits['nvidia.com/gpu']} GPUs; its Ray container {layout.ray_cpus_per_gpu_pod} CPUs, "
                          f"{layout.memory_gib_per_gpu_pod}Gi memory, /dev/shm {shm}" + (
                              f" (the head's Ray container: {layout.head_ray_cpus} CPUs, {layout.head_memory_gib}Gi "
                              "memory, beside KubeRay's SidecarMode submitter with limits 1 CPU / 1Gi)"
