@@ -35,6 +35,7 @@ from tests.components.workloads.training.test_rayjob import build, settings_for
 from tests.conftest import record
 
 MEASURED = REPO_ROOT / "components" / "model" / "model_read_measured.json"
+RUN = REPO_ROOT / "components" / "model" / "prefetch_measured.json"  # tools/measure_prefetch.py on the device
 
 
 def _quantity_gib(text: str) -> int:
@@ -201,3 +202,35 @@ def test_the_plans_training_section_says_where_verl_reads_the_weights_from_the_r
     off = training_section(off_s, record("dev", {"job": {"model_prefetch": False}}))
     assert not off.data["model_prefetch"] and off.data["model_read_path"] == model_dir(off_s)
     assert "model prefetch" not in off.markdown
+
+
+def test_on_the_gpu_machine_the_program_ran_as_the_pods_run_it_and_the_model_charges_more_than_it_took():
+    run = json.loads(RUN.read_text())
+    s = settings_for("dev")
+    assert run["complete"] and run["checkpoint"]["total_bytes"] == pytest.approx(model_bytes(s), rel=0.01)
+    copier = run["copier"]
+    assert copier["marker_written"] and copier["exit_code_after_sigterm"] == 0
+    # The copier is not what limits the copy: it outran the OSS rate the model gives the copy, from a local disk.
+    assert run["medians"]["copier_disk_to_tmpfs"]["Mbit_per_s"] > s.latency.oss_read_mbps
+    # Behind the wait step the loader got the copy, and through the fallback the source; both loaded on the GPU.
+    assert all(r["device"] == "cuda" and r["path"].startswith("/dev/shm/") for r in run["gpu_load_from_copy"])
+    assert all(r["path"].startswith("/var/tmp/") and "WARNING" in r["wait_log"][-1]
+               for r in run["gpu_load_from_disk_cold_via_fallback"])
+    # The modelled read of the copy is longer than the whole measured load onto the GPU.
+    modelled_s = mbit_minutes(model_bytes(s), s.latency.local_read_mbps) * 60
+    assert modelled_s > run["medians"]["gpu_load_from_copy"]["seconds"]
+    (row,) = [r for r in (REPO_ROOT / "docs" / "latency.md").read_text().splitlines()
+              if r.startswith("| `local_read_mbps` |")]
+    assert f"{run['medians']['gpu_load_from_copy']['Mbit_per_s']:,.0f} Mbit/s" in row
+
+    (fact,) = [r for r in (REPO_ROOT / "docs" / "facts.md").read_text().splitlines()
+               if r.startswith("| The prefetch program as the pods run it")]
+    m = run["medians"]
+    for figure in (f"{m['copier_disk_to_tmpfs']['Mbit_per_s']:,.0f} Mbit/s", f"{copier['seconds_to_exit'] * 1000:.0f} ms",
+                   f"{m['gpu_load_from_copy']['seconds']:.2f} s", f"{m['gpu_load_from_copy']['Mbit_per_s']:,.0f} Mbit/s",
+                   f"{m['gpu_load_from_disk_cold']['seconds']:.2f} s"):
+        assert figure in fact, figure
+    (tmpfs,) = [r for r in (REPO_ROOT / "docs" / "facts.md").read_text().splitlines()
+                if r.startswith("| A 3B bf16 checkpoint")]
+    raw = json.loads(MEASURED.read_text())["medians"]["tmpfs_raw_read"]["Mbit_per_s"]
+    assert f"{raw:,.0f} Mbit/s" in tmpfs
