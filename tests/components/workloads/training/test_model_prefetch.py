@@ -56,6 +56,8 @@ def test_every_ray_pod_copies_the_model_the_wait_step_and_verl_name(stack_name):
     assert L.model_copy_gib, f"{stack_name}: the shipped stacks all prefetch"
     (wait, command) = _wait_args(manifest)
     assert wait.nodes == L.nodes and wait.source == model_dir(s)
+    # The wait allows at least the modelled copy (the model at oss_read_mbps) before verl reads OSS instead.
+    assert wait.timeout_seconds >= mbit_minutes(model_bytes(s), s.latency.oss_read_mbps) * 60
     # verl reads the copy; the fallback rewrites exactly this word.
     assert mp.with_source(command, wait.dest, wait.source) != command
     # The marker the copier reads through the mount is the object the staging Job writes last.
