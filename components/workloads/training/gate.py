@@ -12,7 +12,7 @@ the RayJob, which depends on the Job, is never created on an empty pool.
   ClusterRole that may only `get` and `list` nodes (nodes are cluster-scoped).
 - The `restricted` Pod Security level: non-root, no capability, RuntimeDefault seccomp, read-only root.
 - The pipeline code ConfigMap (data.py) and the dataset Jobs' Python image; nothing is installed.
-- Named by a digest of its spec and of the run it guards, so a new RayJob gets a new gate (Jobs are immutable);
+- Named by a digest of its spec and of the whole RayJob it guards, so a new RayJob gets a new gate (Jobs are immutable);
   a gate that failed is run again by the next `up` (component.py: replace_on_changes covers the engine's
   initialisation errors).
 
@@ -29,7 +29,7 @@ from components.config import Settings
 from components.model.wait import gpu_pool_autoscales
 from components.wiring import Scheduling, non_root_pod_security, restricted_container_security, system_scheduling
 from components.workloads.data import CODE_ROOT, NOBODY  # the pipeline ConfigMap mounted as the data Jobs mount it
-from components.workloads.training.rayjob import GPU_RESOURCE, RDMA_RESOURCE
+from components.workloads.training.rayjob import GPU_RESOURCE, RDMA_RESOURCE, render_rayjob
 from components.workloads.training.run_spec import RunSpec
 
 POLL_SECONDS = 15
@@ -140,8 +140,9 @@ def check_job_manifest(s: Settings, spec: RunSpec, code_config_map: str, *, cont
             },
         },
     }
-    checked = json.dumps({"job": job_spec, "run": [spec.name, spec.entrypoint, spec.wiring.config_sha256]},
-                         sort_keys=True)
+    # The run is the whole RayJob it renders (pod resources included): any change that replaces the RayJob gets a
+    # new check, never the old completed one.
+    checked = json.dumps({"job": job_spec, "run": render_rayjob(spec)}, sort_keys=True)
     digest = hashlib.sha256(checked.encode()).hexdigest()[:10]
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": f"{spec.name[:40]}-{suffix}-{digest}", "namespace": s.job.namespace,

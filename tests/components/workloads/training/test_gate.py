@@ -84,6 +84,9 @@ def test_a_new_run_gets_a_new_gate_job_and_the_same_run_the_same_one():
     assert a == gate.gate_job_manifest(s, spec, "c")["metadata"]["name"]
     other = dataclasses.replace(spec, entrypoint=spec.entrypoint + " trainer.save_freq=5")
     assert gate.gate_job_manifest(s, other, "c")["metadata"]["name"] != a
+    # A change the entrypoint does not show (a pod's resources) replaces the RayJob too, so it gets a new gate.
+    smaller = dataclasses.replace(spec, memory_gib=spec.memory_gib - 1)
+    assert gate.gate_job_manifest(s, smaller, "c")["metadata"]["name"] != a
     assert len(a) <= 63
 
 
