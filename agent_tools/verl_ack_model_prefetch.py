@@ -163,17 +163,16 @@ def run_copy(args: argparse.Namespace) -> int:
         signal.pause()
 
 
-def wait_local(dest: str, timeout_seconds: float, sleep: Callable[[float], None] = time.sleep,
-               clock: Callable[[], float] = time.monotonic) -> tuple[str, str]:
+def wait_local(dest: str, timeout_seconds: float) -> tuple[str, str]:
     """Poll one pod's copy until it is complete or failed, or the timeout passes ("failed" then)."""
-    deadline = clock() + timeout_seconds
+    deadline = time.monotonic() + timeout_seconds
     while True:
         state, detail = local_state(dest)
         if state != "pending":
             return state, detail
-        if clock() >= deadline:
+        if time.monotonic() >= deadline:
             return "failed", f"the copy did not finish within {timeout_seconds:g} s"
-        sleep(POLL_SECONDS)
+        time.sleep(POLL_SECONDS)
 
 
 def wait_ray(dest: str, nodes: int, timeout_seconds: float) -> dict[str, tuple[str, str]]:

@@ -7,7 +7,7 @@ import yaml
 from components.config import Settings
 from components.model.layout import resolve_layout
 from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, mcp_url, ray_namespace
-from components.workloads.training.rayjob import MODEL_PREFETCH_CONTAINER, pod_wiring, rayjob_manifest
+from components.workloads.training.rayjob import model_prefetch_of, override_values, pod_wiring, rayjob_manifest
 from components.workloads.training.verl_config import GSM8K_TOOL, tool_config, trainer_config
 from components.workloads.training.volumes import (
     checkpoint_dir,
@@ -33,9 +33,8 @@ def training_section(s: Settings, recording):
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     container = head["containers"][0]
     limits = container["resources"]["limits"]
-    copier = next((c for c in head["containers"] if c["name"] == MODEL_PREFETCH_CONTAINER), None)
-    read_path = next(w.split("=", 1)[1] for w in spec["entrypoint"].split(" ")
-                     if w.startswith("actor_rollout_ref.model.path="))
+    copier = model_prefetch_of(spec)
+    read_path = override_values(spec["entrypoint"], "actor_rollout_ref.model.path")[-1]
     shm = next(v["emptyDir"]["sizeLimit"] for v in head["volumes"] if v["name"] == "dshm")
     workers = sum(g["replicas"] for g in spec["rayClusterSpec"].get("workerGroupSpecs", []))
     tool_docs = tool_config(s)["tools"]

@@ -116,25 +116,10 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         # 0440 root:root: readable by the official image's root and the built image's uid 1000 (group 0), by no
         # one else.
         volumes.append({"name": "mcp-servers", "secret": {"secretName": wiring.mcp_secret, "defaultMode": 0o440}})
-    containers = [{
-        "name": container,
-        "image": spec.image,
-        "imagePullPolicy": "IfNotPresent",
-        "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "env": [{"name": k, "value": v} for k, v in spec.env],
-        "volumeMounts": mounts,
-        # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
-        # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
-        "securityContext": security,
-        # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
-        **(ray_probes(spec.ray_version, head) or {}),
-        **({"lifecycle": entrypoint_pre_stop()} if head else {}),
-    }]
     if spec.model_copy_gib:
         mounts.append({"name": MODEL_COPY_VOLUME, "mountPath": MODEL_COPY_MOUNT, "readOnly": True})
         volumes.append({"name": MODEL_COPY_VOLUME,
                         "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.model_copy_gib}Gi"}})
-        containers.append(model_prefetch_container(spec, security))
     pod = {
         "serviceAccountName": wiring.service_account,
         # Nothing in a Ray pod calls the Kubernetes API (no autoscaler). The RRSA token is not this one: the pod
@@ -143,10 +128,25 @@ def gpu_pod_template(spec: RunSpec, container: str) -> dict:
         "securityContext": pod_security,
         "nodeSelector": dict(spec.scheduling.node_selector),
         "tolerations": [dict(t) for t in spec.scheduling.tolerations],
-        "containers": containers,
+        "containers": [{
+            "name": container,
+            "image": spec.image,
+            "imagePullPolicy": "IfNotPresent",
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "env": [{"name": k, "value": v} for k, v in spec.env],
+            "volumeMounts": mounts,
+            # The tutorial's runAsUser: 0 is dropped: the official image runs as root by default and the built
+            # image as uid 1000; nothing in the job needs to gain privileges (see ray_pod_security).
+            "securityContext": security,
+            # Set here, KubeRay keeps them instead of injecting its wget probes (probes.py).
+            **(ray_probes(spec.ray_version, head) or {}),
+            **({"lifecycle": entrypoint_pre_stop()} if head else {}),
+        }],
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "volumes": volumes,
     }
+    if spec.model_copy_gib:
+        pod["containers"].append(model_prefetch_container(spec, security))
     if rdma:
         # ack-rdma-device-plugin gives RDMA to hostNetwork pods only, unless its non-hostNetwork mode is on, which
         # needs an IPv6 Lingjun cluster (docs/facts.md §4); these clusters are IPv4. One Ray pod per node, so the
@@ -273,9 +273,20 @@ def pod_groups(spec: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def model_prefetch_of(spec: dict) -> dict | None:
+    """The head pod's `model-prefetch` container in a RayJob's spec (as rendered or recorded), if it has one."""
+    head = ((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {}
+    return next((c for c in (head.get("spec") or {}).get("containers") or []
+                 if isinstance(c, dict) and c.get("name") == MODEL_PREFETCH_CONTAINER), None)
+
+
+def override_values(entrypoint: str, key: str) -> list[str]:
+    """Every value the entrypoint gives the Hydra override `key`, in order (the last one wins in verl)."""
+    return [w.split("=", 1)[1] for w in shlex.split(entrypoint or "") if w.startswith(f"{key}=")]
+
+
 def _checkpoint_rule(spec: dict, checkpoint_claim: str) -> None:
-    words = shlex.split(spec.get("entrypoint") or "")
-    values = [w.split("=", 1)[1] for w in words if w.startswith("trainer.default_local_dir=")]
+    values = override_values(spec.get("entrypoint") or "", "trainer.default_local_dir")
     field = "spec.entrypoint: trainer.default_local_dir"
     if not values:
         raise RayJobError(f"{field} is missing: verl would write checkpoints to a relative directory inside the "

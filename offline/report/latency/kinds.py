@@ -14,7 +14,7 @@ from components.cloud.registry import training_image as configured_image
 from components.config import Settings
 from components.model.wait import mbit_minutes, model_bytes, nat_cap_mbps
 from components.wiring import GPU_TAINT_KEY, LINGJUN_TAINT_KEY, POOL_LABEL, ROLE_LABEL
-from components.workloads.training.rayjob import MODEL_PREFETCH_CONTAINER
+from components.workloads.training.rayjob import model_prefetch_of
 from offline.engine import Recording, Registration
 
 RAYJOB_TYPE = "kubernetes:ray.io/v1:RayJob"  # pulumi_kubernetes CustomResource: f"kubernetes:{apiVersion}:{kind}"
@@ -147,13 +147,8 @@ def job_minutes(s: Settings, kind: str, cached: bool = False) -> float:
 def model_prefetched(recording: Recording) -> bool:
     """Whether the recorded RayJob's head pod copies the model into memory while Ray starts (its `model-prefetch`
     container, components/workloads/training/rayjob.py)."""
-    for reg in recording.by_type(RAYJOB_TYPE):
-        try:
-            containers = reg.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
-        except (KeyError, TypeError):
-            continue
-        return any(isinstance(c, dict) and c.get("name") == MODEL_PREFETCH_CONTAINER for c in containers or [])
-    return False
+    rayjobs = recording.by_type(RAYJOB_TYPE)
+    return bool(rayjobs) and model_prefetch_of(rayjobs[0].inputs.get("spec") or {}) is not None
 
 
 def submit_minutes(s: Settings) -> float:
