@@ -25,6 +25,7 @@ from components.config.project import PROJECT
 from components.config.rules import Problems, rule
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
+from components.config.task import CODE_DATA_SOURCES, TaskSettings, is_oss
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
 from components.config.types import (
     EnvironmentName,
@@ -82,7 +83,10 @@ class Settings(Strict):
     system_pool: SystemPoolSettings = Field(default_factory=SystemPoolSettings, description="CPU pool for everything else.")
     storage: StorageSettings = Field(description="OSS bucket for datasets, models and checkpoints.")
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Code sandboxes behind the MCP tool.")
-    dataset: DatasetSettings = Field(default_factory=DatasetSettings, description="Training data.")
+    task: TaskSettings = Field(
+        default_factory=TaskSettings, description="The task: dataset, reward and tools (GSM8K with its answer tool "
+        "unless the stack says otherwise; docs/task.md).")
+    dataset: DatasetSettings = Field(default_factory=DatasetSettings, description="The dataset Job of a preset task.")
     model: ModelSettings = Field(default_factory=ModelSettings, description="Model preset and parallelism overrides.")
     training: TrainingSettings = Field(default_factory=TrainingSettings, description="verl trainer settings.")
     job: JobSettings = Field(default_factory=JobSettings, description="RayJob lifecycle.")
@@ -149,6 +153,52 @@ class Settings(Strict):
                 "kind=platform with image.source=built needs image.digest (sha256:...): experiments run "
                 "the image the platform exports, pinned by digest so a re-pushed tag cannot change it; "
                 "copy it from the image workflow's output")
+
+    @rule
+    def _task(self) -> Problems:
+        """Rules joining the task to the rest of the stack (components/config/task.py)."""
+        task, d = self.task, self.dataset
+        preset = task.preset
+        if preset is not None:
+            for split, n, field, rows in (("train", d.train_subset, "train_subset", d.full_train_rows),
+                                          ("test", d.test_subset, "test_subset", d.full_test_rows)):
+                rows = rows or (preset.train_rows if split == "train" else preset.val_rows)
+                if n > rows:
+                    yield f"dataset.{field}", (
+                        f"dataset.{field} {n} exceeds the {rows} rows of the {split} split of {preset.hub_id} (the "
+                        f"dataset Job would fail); use at most {rows}")
+        kind = task.reward_kind
+        if kind == "builtin" and preset is not None and preset.data_source in CODE_DATA_SOURCES:
+            yield "task.reward.builtin", (
+                f"task.reward.builtin scores {preset.data_source} rows with verl's prime_code, which runs the model's "
+                "program inside the GPU Ray pod; use task.reward.sandbox: true (the platform's isolated sandboxes)")
+        tools = task.tools if task.tools is not None else list(preset.tools if preset else ())
+        if not self.sandbox.enabled:
+            if kind == "sandbox":
+                yield "task.reward.sandbox", (
+                    "task.reward.sandbox runs the model's code in the platform's sandboxes, but sandbox.enabled is "
+                    "false; enable the sandboxes or choose another reward")
+            if "code" in tools and task.tools is not None:
+                yield "task.tools", (
+                    "task.tools lists code (a program run in a sandbox) but sandbox.enabled is false; enable the "
+                    "sandboxes or remove code from task.tools")
+        if kind == "sandbox" and "answer" in tools:
+            yield "task.tools", (
+                "task.tools lists answer, which tells the model how the reward reads a final answer; a sandbox "
+                "reward runs a program against tests instead: remove answer")
+        for field in ("train", "val"):
+            loc = getattr(task.dataset, field)
+            if loc and is_oss(loc):
+                bucket, _, key = loc.removeprefix("oss://").partition("/")
+                if bucket != self.storage.bucket_name and self.kind != "experiment":
+                    yield f"task.dataset.{field}", (
+                        f"task.dataset.{field} {loc!r} is in bucket {bucket!r}; the job mounts only the stack's "
+                        f"bucket {self.storage.bucket_name!r}: copy the file there")
+                if not key.startswith(self.storage.datasets_prefix):
+                    yield f"task.dataset.{field}", (
+                        f"task.dataset.{field} {loc!r}: the key must lie under storage.datasets_prefix "
+                        f"{self.storage.datasets_prefix!r}, the prefix the Ray pods mount (and the training role "
+                        "may read); move the file there")
 
     @rule
     def _cross(self) -> Problems:

@@ -17,6 +17,7 @@ from typing import Literal
 
 from components.config import Settings
 from components.config.models import ModelPreset
+from components.config.task import train_rows
 from components.model.presets import allowed_rollout_tp, preset_of, vllm_tp_ok
 
 GIB = 1024**3
@@ -356,7 +357,7 @@ def check_layout(s: Settings) -> list[Finding]:
             f"train_batch_size x rollout_n = {B * n} is not divisible by agent_num_workers {t.agent_num_workers} "
             "(rule 8: DataProto.chunk needs equal chunks); use a divisor such as 8")
     # Rule 14: the train dataloader drops the last partial batch.
-    rows = s.dataset.train_subset if s.dataset.use_subsets else s.dataset.full_train_rows
+    rows = train_rows(s)
     if rows < B:
         err("training.train_batch_size",
             f"train_batch_size {B} is larger than the {rows} training rows (rule 14: drop_last leaves no batch); "

@@ -34,6 +34,7 @@ import pulumi_kubernetes as k8s
 from components.config import PIPELINE_IMPORTS, REPO_ROOT, Settings
 from components.model import preset_of
 from components.wiring import (
+    PRESET_CONVERTERS,
     RERUN_FAILED_JOB,
     ClusterRefs,
     StorageRefs,
@@ -238,23 +239,25 @@ def _named(base: str, build, s: Settings, code: PipelineCode, storage: StorageRe
 def dataset_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, service_account: str,
                          tokens: frozenset[str] = frozenset()) -> dict:
     """`tokens`: which hub tokens the hub-token Secret holds ({"hf", "modelscope"})."""
-    d = s.dataset
+    d, preset, name = s.dataset, s.task.preset, s.task.dataset.preset_name
+    config = d.config or preset.config
 
     def build(st: StorageRefs) -> dict:
         env = _oss_env(s, st, dataset_files(s).prefix) + [
-            {"name": "DATASET_NAME", "value": d.name},
-            {"name": "DATASET_CONFIG", "value": d.config},
+            {"name": "DATASET_NAME", "value": preset.hub_id},
+            *([{"name": "DATASET_CONFIG", "value": config}] if config else []),
             # Always write the small subsets too: smoke stacks train on them, and they are tiny.
             {"name": "SUBSETS", "value": f"train:{d.train_subset},test:{d.test_subset}"},
             {"name": "OUTPUT_DIR", "value": f"{SCRATCH}/out"},
         ]
         if "hf" in tokens:
             env.append(_token_env("HF_TOKEN", "hf"))
-        return _job(s, code, component="dataset", module="pipeline.gsm8k", pins=packages(s, "dataset"), env=env,
+        return _job(s, code, component="dataset", module=f"pipeline.{PRESET_CONVERTERS[name]}",
+                    pins=packages(s, "dataset"), env=env,
                     scratch={"emptyDir": {"sizeLimit": DATASET_SCRATCH}}, service_account=service_account,
                     extra_resources={"ephemeral-storage": DATASET_SCRATCH})
 
-    return _named(_slug(d.name.split("/")[-1]), build, s, code, storage)
+    return _named(_slug(preset.hub_id.split("/")[-1]), build, s, code, storage)
 
 
 def model_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, service_account: str,
