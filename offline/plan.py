@@ -32,6 +32,7 @@ from components.config import (
 from components.config.sharing import experiment_on_platform_problems
 from components.experiment import IdentityError, check_experiment_identity
 from components.model import parse_settings
+from components.task_check import require_task
 from components.wiring import ray_namespace
 from offline import day2, review
 from offline.engine import Recording, StackOutputs, run_program
@@ -358,6 +359,7 @@ def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] 
     # rest of the config as the program will see it.
     raw = raw_settings(path)
     settings = parse_settings(raw)
+    require_task(settings)  # the task's CPU proof (components/task_check.py): exit 2 naming task.* on a problem
     config, secret_keys, _ = stack_config(path, secret_values)
     platform = render_platform(settings, secret_values) if settings.kind == "experiment" else None
     try:  # a copied experiment stack file: refused before anything runs, as the preview refuses it

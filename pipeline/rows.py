@@ -38,6 +38,7 @@ class FileSummary:
     agent_names: dict[str, int] = field(default_factory=dict)
     prompt_chars_max: int = 0
     prompt_chars_total: int = 0
+    prompt_chars: list[int] = field(default_factory=list)  # per row, for the length check
     columns: tuple[str, ...] = ()
 
     def add(self, row: Mapping[str, Any]) -> None:
@@ -49,6 +50,7 @@ class FileSummary:
         chars = sum(len(m["content"]) for m in row["prompt"])
         self.prompt_chars_max = max(self.prompt_chars_max, chars)
         self.prompt_chars_total += chars
+        self.prompt_chars.append(chars)
 
 
 def row_problem(row: Mapping[str, Any]) -> Optional[tuple[str, str]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
@@ -197,6 +197,12 @@ class OwnTool(Strict):
         None, alias="class", description="A verl BaseTool subclass in the file (its OpenAI tool schema comes from "
         "the class's get_openai_tool_schema or tool_schema). Empty = the file holds @function_tool functions "
         "(verl's multi_turn.function_tool_path).")
+    config: dict[PythonName, KwargValue] = Field(
+        default_factory=dict, description="The tool's config mapping (verl passes it to the class; `type: native` is "
+        "added).")
+    tool_schema: Optional[dict[str, Any]] = Field(
+        None, alias="schema", description="The tool's OpenAI function schema ({type: function, function: {name, "
+        "description, parameters}}), as verl's tool config takes it. Empty = the class's own default.")
 
 
 BUILTIN_TOOLS = ("answer", "code")
@@ -218,6 +224,10 @@ class TaskSettings(Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"task.tools lists {', '.join(dupes)} twice; list each tool once")
+        function_files = [t.file for t in self.tools or [] if isinstance(t, OwnTool) and not t.class_name]
+        if len(function_files) > 1:
+            raise ValueError(f"task.tools names {len(function_files)} @function_tool files ({', '.join(function_files)}); "
+                             "verl reads one (multi_turn.function_tool_path): put the functions in one file")
         return self
 
     @property

@@ -35,9 +35,10 @@ from typing import Any, Optional
 import yaml
 
 from components.config import REPO_ROOT, Settings
+from components.config.task import OwnTool, resolve_task_path
 from components.model.layout import Layout, model_prefetch_gib
 from components.model.presets import preset_of
-from components.wiring import mcp_url, set_dotted
+from components.wiring import mcp_url, set_dotted, task_tools
 from components.workloads.training.prefetch import (
     PREFETCH_MODULE_FILE,
     PREFETCH_SOURCE,
@@ -60,9 +61,17 @@ REWARD_FUNCTION = "compute_score"
 AGENT_LOOP_MODULE_FILE = "verl_ack_agent_loop.py"
 AGENT_LOOP_SOURCE = REPO_ROOT / "agent_tools" / AGENT_LOOP_MODULE_FILE
 AGENT_LOOP_CLASS = "verl_ack_agent_loop.ModelTextToolAgentLoop"
+SINGLE_TURN_LOOP_CLASS = "verl_ack_agent_loop.ModelTextSingleTurnAgentLoop"
 AGENT_LOOPS_FILE = "agent_loops.yaml"
 # The dataset rows' agent_name (pipeline/gsm8k.py); the agent-loop file registers the job's loop under it.
 TOOL_AGENT_NAME = "tool_agent"
+SINGLE_TURN_AGENT_NAME = "single_turn_agent"  # verl's default_agent_loop, and the name single-turn rows carry
+# The task's own files in the ConfigMap (components/config/task.py): module names on the pods' PYTHONPATH.
+TASK_REWARD_FILE = "verl_ack_task_reward.py"
+TASK_TOOL_MODULE = "verl_ack_task_tool_{index}"
+TASK_FUNCTIONS_FILE = "verl_ack_task_functions.py"
+SANDBOX_REWARD_FILE = "verl_ack_sandbox_reward.py"
+SANDBOX_REWARD_SOURCE = REPO_ROOT / "agent_tools" / SANDBOX_REWARD_FILE
 ENTRYPOINT_MODULE_FILE = "verl_ack_entrypoint.py"
 ENTRYPOINT_SOURCE = REPO_ROOT / "agent_tools" / ENTRYPOINT_MODULE_FILE
 # agent_tools/verl_ack_entrypoint.py STOP_GRACE_SECONDS (a test compares them): how long the entrypoint lets a
@@ -118,7 +127,7 @@ def list_overrides(s: Settings) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = [
         # A mapping verl's reward config does not declare (custom_reward_function has only path and name), so it
         # cannot be a plain command-line override; verl passes it to the reward function as keyword arguments.
-        ("reward.custom_reward_function.reward_kwargs", {"gsm8k_method": t.gsm8k_scoring}),
+        ("reward.custom_reward_function.reward_kwargs", reward_kwargs(s)),
         ("actor_rollout_ref.actor.checkpoint.save_contents", list(t.save_contents)),
         # verl defaults load_contents to save_contents; hf_model is an export for serving, not resume state.
         ("actor_rollout_ref.actor.checkpoint.load_contents", [c for c in t.save_contents if c != "hf_model"]),
@@ -128,6 +137,25 @@ def list_overrides(s: Settings) -> list[tuple[str, Any]]:
     if kwargs:
         out.append(("data.apply_chat_template_kwargs", kwargs))
     return out
+
+
+def reward_kwargs(s: Settings) -> dict:
+    """What verl passes the job's reward function (agent_tools/verl_ack_reward.py compute_score): the GSM8K mode,
+    and the task's own function (by its ConfigMap path) or the sandbox reward's MCP settings."""
+    out: dict[str, Any] = {"gsm8k_method": s.training.gsm8k_scoring}
+    task, kind = s.task, s.task.reward_kind
+    if kind == "file":
+        out["task_reward"] = {"path": f"{CONFIG_DIR}/{TASK_REWARD_FILE}", "function": task.reward.function,
+                              "kwargs": dict(task.reward.kwargs)}
+    elif kind == "sandbox":
+        out["sandbox"] = sandbox_reward_config(s)
+    return out
+
+
+def sandbox_reward_config(s: Settings) -> dict:
+    """The sandbox reward's call: the code tool's MCP server and tool, the code's time limit."""
+    return {"mcp_servers_config_path": f"{MCP_DIR}/{MCP_FILE}", "mcp_tool": CODE_TOOL,
+            "timeout_seconds": s.training.tool_timeout_seconds}
 
 
 def trainer_config(s: Optional[Settings] = None) -> dict:
@@ -201,69 +229,107 @@ ANSWER_TOOL_DESCRIPTIONS = {
 }
 
 
-def agent_loops_config() -> list[dict]:
-    """`rollout.agent.agent_loop_config_path`: the job's tool agent loop under verl's own name, so the reward scores
-    only model-generated text (verl_ack_agent_loop.py)."""
-    return [{"name": TOOL_AGENT_NAME, "_target_": AGENT_LOOP_CLASS}]
+def rows_may_be_single_turn(s: Settings) -> bool:
+    """Whether any row may run verl's single-turn loop: every row of a preset with tools names the tool agent
+    (pipeline/); a task without tools, or the researcher's own files, may have single-turn rows."""
+    return not task_tools(s) or s.task.dataset.own_files
+
+
+def agent_loops_config(s: Optional[Settings] = None) -> list[dict]:
+    """`rollout.agent.agent_loop_config_path`: the job's agent loops under verl's own names, so the reward scores
+    only model-generated text (verl_ack_agent_loop.py): the tool loop, and the single-turn loop wherever a row may
+    run it."""
+    loops = [{"name": TOOL_AGENT_NAME, "_target_": AGENT_LOOP_CLASS}]
+    if s is not None and rows_may_be_single_turn(s):
+        loops.append({"name": SINGLE_TURN_AGENT_NAME, "_target_": SINGLE_TURN_LOOP_CLASS})
+    return loops
 
 
 def tool_config(s: Settings) -> dict:
     """The `tools:` file verl's tool registry reads (`multi_turn.tool_config_path`)."""
     metrics = tool_metrics_config(s)
     answer_tool = s.training.answer_tool
-    tools: list[dict] = [{
-        "class_name": f"{TOOLS_MODULE}.Gsm8kRewardTool",
-        "config": {"type": "native", "reveal": answer_tool.reveal, "max_calls": answer_tool.max_calls,
-                   "gsm8k_method": s.training.gsm8k_scoring, "metrics": metrics},
+    chosen = task_tools(s)
+    tools: list[dict] = []
+    if "answer" in chosen:
+        tools.append(_answer_tool(s, metrics, answer_tool))
+    if "code" in chosen:
+        tools.append(_code_tool(s, metrics))
+    for index, own in own_tools(s):
+        entry: dict = {"class_name": f"{TASK_TOOL_MODULE.format(index=index)}.{own.class_name}",
+                       "config": {"type": "native", **own.config}}
+        if own.tool_schema is not None:
+            entry["tool_schema"] = own.tool_schema
+        tools.append(entry)
+    return {"tools": tools}
+
+
+def own_tools(s: Settings) -> list[tuple[int, OwnTool]]:
+    """The researcher's BaseTool classes with their ConfigMap module index (function-tool files are separate)."""
+    return [(i, t) for i, t in enumerate(task_tools(s)) if isinstance(t, OwnTool) and t.class_name]
+
+
+def function_tools_file(s: Settings) -> Optional[OwnTool]:
+    """The researcher's @function_tool file (verl reads one: multi_turn.function_tool_path)."""
+    files = [t for t in task_tools(s) if isinstance(t, OwnTool) and not t.class_name]
+    return files[0] if files else None
+
+
+def _answer_tool(s: Settings, metrics: dict, answer_tool: Any) -> dict:
+    return {
+    "class_name": f"{TOOLS_MODULE}.Gsm8kRewardTool",
+    "config": {"type": "native", "reveal": answer_tool.reveal, "max_calls": answer_tool.max_calls,
+               "gsm8k_method": s.training.gsm8k_scoring, "metrics": metrics},
+    "tool_schema": {
+        "type": "function",
+        "function": {
+            "name": GSM8K_TOOL,
+            "description": ANSWER_TOOL_DESCRIPTIONS[answer_tool.reveal].format(n=answer_tool.max_calls),
+            "parameters": {
+                "type": "object",
+                "properties": {"answer": {
+                    "type": "string",
+                    "description": "The model's answer to the GSM8K math problem, must be a digits"}},
+                "required": ["answer"],
+            },
+        },
+    },
+    }
+
+
+def _code_tool(s: Settings, metrics: dict) -> dict:
+    return {
+        "class_name": f"{TOOLS_MODULE}.SandboxCodeTool",
+        "config": {
+            "type": "native",
+            "mcp_servers_config_path": f"{MCP_DIR}/{MCP_FILE}",
+            "mcp_tool": CODE_TOOL,
+            "timeout_seconds": s.training.tool_timeout_seconds,
+            # Every in-flight call holds one warm sandbox: spread the pool over the agent-loop workers so
+            # the job cannot claim more sandboxes than the pool may hold.
+            "max_concurrency": max(1, s.sandbox.pool_cap // s.training.agent_num_workers),
+            # Clipped by the tool (head and tail) to exactly verl's limit, so verl never cuts it mid-line.
+            "max_response_chars": s.training.max_tool_response_chars,
+            "metrics": metrics,
+        },
         "tool_schema": {
             "type": "function",
             "function": {
-                "name": GSM8K_TOOL,
-                "description": ANSWER_TOOL_DESCRIPTIONS[answer_tool.reveal].format(n=answer_tool.max_calls),
+                "name": CODE_TOOL,
+                "description": "Run a piece of code once in a fresh, isolated sandbox and return what it printed "
+                               "(stdout, stderr), its result values and any error.",
                 "parameters": {
                     "type": "object",
-                    "properties": {"answer": {
-                        "type": "string",
-                        "description": "The model's answer to the GSM8K math problem, must be a digits"}},
-                    "required": ["answer"],
+                    "properties": {
+                        "code": {"type": "string", "description": "The complete program to run."},
+                        "language": {"type": "string", "enum": ["python", "javascript"],
+                                     "description": "Language of the code; python when omitted."},
+                    },
+                    "required": ["code"],
                 },
             },
         },
-    }]
-    if s.sandbox.enabled:
-        tools.append({
-            "class_name": f"{TOOLS_MODULE}.SandboxCodeTool",
-            "config": {
-                "type": "native",
-                "mcp_servers_config_path": f"{MCP_DIR}/{MCP_FILE}",
-                "mcp_tool": CODE_TOOL,
-                "timeout_seconds": s.training.tool_timeout_seconds,
-                # Every in-flight call holds one warm sandbox: spread the pool over the agent-loop workers so
-                # the job cannot claim more sandboxes than the pool may hold.
-                "max_concurrency": max(1, s.sandbox.pool_cap // s.training.agent_num_workers),
-                # Clipped by the tool (head and tail) to exactly verl's limit, so verl never cuts it mid-line.
-                "max_response_chars": s.training.max_tool_response_chars,
-                "metrics": metrics,
-            },
-            "tool_schema": {
-                "type": "function",
-                "function": {
-                    "name": CODE_TOOL,
-                    "description": "Run a piece of code once in a fresh, isolated sandbox and return what it printed "
-                                   "(stdout, stderr), its result values and any error.",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {
-                            "code": {"type": "string", "description": "The complete program to run."},
-                            "language": {"type": "string", "enum": ["python", "javascript"],
-                                         "description": "Language of the code; python when omitted."},
-                        },
-                        "required": ["code"],
-                    },
-                },
-            },
-        })
-    return {"tools": tools}
+    }
 
 
 def tool_config_yaml(s: Settings) -> str:
@@ -304,15 +370,32 @@ def config_files(s: Settings) -> dict[str, str]:
         TOOLS_MODULE_FILE: TOOLS_SOURCE.read_text(encoding="utf-8"),
         REWARD_MODULE_FILE: REWARD_SOURCE.read_text(encoding="utf-8"),
         AGENT_LOOP_MODULE_FILE: AGENT_LOOP_SOURCE.read_text(encoding="utf-8"),
-        AGENT_LOOPS_FILE: _yaml_list(agent_loops_config(), """
+        AGENT_LOOPS_FILE: _yaml_list(agent_loops_config(s), """
 verl agent loops, generated by verl-ack (components/workloads/training/verl_config.py): the job's tool agent loop
 under verl's name tool_agent (the reward then scores only what the model generated)."""),
         ENTRYPOINT_MODULE_FILE: ENTRYPOINT_SOURCE.read_text(encoding="utf-8"),
     }
+    files.update(task_files(s))
     if preflight_enabled(s):
         files[PREFLIGHT_MODULE_FILE] = PREFLIGHT_SOURCE.read_text(encoding="utf-8")
     if model_prefetch_gib(s):
         files[PREFETCH_MODULE_FILE] = PREFETCH_SOURCE.read_text(encoding="utf-8")
+    return files
+
+
+def task_files(s: Settings) -> dict[str, str]:
+    """The task's own code in the ConfigMap: the reward file, the sandbox reward, the researcher's tools. Their content
+    is in the ConfigMap's hash, which the RayJob carries, so a changed file replaces the job."""
+    task, files = s.task, {}
+    if task.reward_kind == "file":
+        files[TASK_REWARD_FILE] = resolve_task_path(task.reward.file).read_text(encoding="utf-8")
+    elif task.reward_kind == "sandbox":
+        files[SANDBOX_REWARD_FILE] = SANDBOX_REWARD_SOURCE.read_text(encoding="utf-8")
+    for index, own in own_tools(s):
+        files[f"{TASK_TOOL_MODULE.format(index=index)}.py"] = resolve_task_path(own.file).read_text(encoding="utf-8")
+    functions = function_tools_file(s)
+    if functions is not None:
+        files[TASK_FUNCTIONS_FILE] = resolve_task_path(functions.file).read_text(encoding="utf-8")
     return files
 
 
@@ -380,6 +463,17 @@ def render_override(key: str, value: Any) -> str:
     return f"{key}={_scalar(key, value)}"
 
 
+def tool_path_overrides(s: Settings) -> list[tuple[str, Any]]:
+    """Where verl's tool registry reads the task's tools: the tool file when a native tool is offered, the function
+    file when the researcher brings @function_tool functions; neither for a single-turn task."""
+    out: list[tuple[str, Any]] = []
+    if tool_config(s)["tools"]:
+        out.append(("actor_rollout_ref.rollout.multi_turn.tool_config_path", f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"))
+    if function_tools_file(s) is not None:
+        out.append(("actor_rollout_ref.rollout.multi_turn.function_tool_path", f"{CONFIG_DIR}/{TASK_FUNCTIONS_FILE}"))
+    return out
+
+
 def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
     """Every setting-dependent verl key, in a stable order (the plan and the snapshot diff on it)."""
     t, L = s.training, layout
@@ -413,7 +507,7 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
         ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", L.log_prob_micro_batch_size_per_gpu),
         ("actor_rollout_ref.rollout.multi_turn.max_assistant_turns", t.max_assistant_turns),
         ("actor_rollout_ref.rollout.multi_turn.max_parallel_calls", t.max_parallel_calls),
-        ("actor_rollout_ref.rollout.multi_turn.tool_config_path", f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"),
+        *tool_path_overrides(s),
         # The tool-call parser of the model family's chat template (verl's ToolParser registry); the template
         # itself is the model's own (tokenizer_config.json), so custom_chat_template stays unset.
         ("actor_rollout_ref.rollout.multi_turn.format", preset_of(s).family.tool_parser),
