@@ -59,6 +59,10 @@ def missing_module(err: BaseException) -> str | None:
 def check_reward(spec: dict, out: dict) -> None:
     import verl_ack_reward as reward
 
+    task_reward = spec["reward_kwargs"].get("task_reward")
+    if task_reward:  # the ConfigMap's mount path in the pods; this folder here
+        task_reward["path"] = str(HERE / Path(task_reward["path"]).name)
+
     if spec.get("sandbox"):
         import verl_ack_sandbox_reward as sandbox
 

@@ -58,6 +58,8 @@ def cache_entries(s: Settings, provider: Optional[pulumi.ProviderResource]) -> d
     """Each staged input's prefix, marker and, where the bucket already exists, whether the marker is there."""
     out = {}
     for what in STAGED:
+        if what == "dataset" and s.task.dataset.own_files:
+            continue  # no prefix to stage: the task's own files (components/workloads/task_files.py)
         prefix = staged_prefix(s, what)
         marker = completion_marker(prefix)
         done = None

@@ -366,7 +366,9 @@ class DataJobs(pulumi.ComponentResource):
         # A prefix whose completion marker the program found (an experiment on its platform's bucket) gets no Job:
         # nothing on the RayJob's path stages it again. The cache entry is named in the outputs instead.
         staged = {what: e for what, e in cache.items() if not e.needs_job}
-        self.dataset_job: Optional[k8s.batch.v1.Job] = None if "dataset" in staged else k8s.batch.v1.Job(
+        # The researcher's own files need no dataset Job: the program uploads them (components/workloads/task_files.py).
+        self.dataset_job: Optional[k8s.batch.v1.Job] = None if "dataset" in staged or s.task.dataset.own_files \
+            else k8s.batch.v1.Job(
             f"{name}-dataset", **resource_kwargs(dataset_job_manifest(s, code, args.storage, sa, tokens)),
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # a failed Job runs again next `up`
         self.model_job: Optional[k8s.batch.v1.Job] = None if "model" in staged else k8s.batch.v1.Job(
@@ -374,7 +376,8 @@ class DataJobs(pulumi.ComponentResource):
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))
         self.ready: list[pulumi.Resource] = [j for j in (self.dataset_job, self.model_job) if j is not None]
         self.register_outputs({
-            "dataset_job": self.dataset_job.metadata["name"] if self.dataset_job else f"cached: {staged['dataset'].marker}",
+            "dataset_job": self.dataset_job.metadata["name"] if self.dataset_job else
+            ("own files" if s.task.dataset.own_files else f"cached: {staged['dataset'].marker}"),
             "model_job": self.model_job.metadata["name"] if self.model_job else f"cached: {staged['model'].marker}",
             "code_config_map": self.code_config_map.metadata["name"],
         })

@@ -77,6 +77,7 @@ ENTRYPOINT_SOURCE = REPO_ROOT / "agent_tools" / ENTRYPOINT_MODULE_FILE
 # agent_tools/verl_ack_entrypoint.py STOP_GRACE_SECONDS (a test compares them): how long the entrypoint lets a
 # stopped verl exit before it kills it and ends the runs.
 STOP_GRACE_SECONDS = 15
+REFUSALS_DIR = ".verl-ack-refusals"  # under trainer.default_local_dir; the entrypoint removes its own file
 PREFLIGHT_MODULE = "verl_ack_preflight"
 PREFLIGHT_MODULE_FILE = f"{PREFLIGHT_MODULE}.py"
 PREFLIGHT_SOURCE = REPO_ROOT / "agent_tools" / PREFLIGHT_MODULE_FILE
@@ -569,6 +570,8 @@ def entrypoint_words(s: Settings, layout: Layout, overrides: Optional[list[tuple
     words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}"]
     if s.tracking.enabled:
         words.append(f"--tool-config={CONFIG_DIR}/{TOOL_CONFIG_FILE}")
+    # On the shared checkpoint volume: a reward worker on any node can write the reason it refuses a trajectory.
+    words.append(f"--refusal-dir={checkpoint_dir(s)}/{REFUSALS_DIR}")
     return [*words, "--", *verl_command(s, layout, overrides)]
 
 
