@@ -10,8 +10,9 @@ do not, so `verl` and its subpackages are bound to the installed folders without
 
 The spec: {"checks": [{"name", "data_source", "solution_str", "ground_truth", "extra_info", "score"}], "reward_kwargs":
 {...}, "reward_file": bool, "function": name, "tools": [{"module", "class"}], "functions_module": name or null,
-"data_sources": [...]}. A sandbox reward runs its harness here against a local stand-in of `run_code_once` (a
-subprocess of this one, with the harness's own per-test limits).
+"data_sources": [...], "datasets": [{"field", "path", "location"}], "rows_only": bool}. A sandbox reward runs its
+harness here against a local stand-in of `run_code_once` (a subprocess of this one, with the harness's own per-test
+limits).
 """
 
 from __future__ import annotations
@@ -141,12 +142,31 @@ def check_tools(spec: dict, out: dict) -> None:
         out["tools"] += [t.name for t in tools]
 
 
+def check_datasets(spec: dict, out: dict) -> None:
+    """Every row of the task's local files, by the dataset Job's own rule (pipeline/rows.py, copied beside this file:
+    the pod's code is read here, never imported by the program)."""
+    import rows
+
+    for item in spec.get("datasets") or []:
+        try:
+            summary = rows.check_parquet(item["path"])
+        except (rows.RowError, OSError) as err:
+            out["problems"].append([item["field"], str(err).replace(item["path"], item["location"])])
+            continue
+        out["datasets"].append({"field": item["field"], "location": item["location"], "rows": summary.rows,
+                                "data_sources": summary.data_sources, "agent_names": summary.agent_names,
+                                "prompt_chars": summary.prompt_chars})
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     sys.path.insert(0, str(HERE))
-    out: dict = {"problems": [], "checks": [], "tools": [], "missing": None}
-    missing = bind_verl()
-    if missing:
+    out: dict = {"problems": [], "checks": [], "tools": [], "datasets": [], "missing": None}
+    check_datasets(spec, out)
+    missing = None if spec.get("rows_only") else bind_verl()
+    if spec.get("rows_only"):
+        pass
+    elif missing:
         out["missing"] = missing
         out["problems"].append(["task.reward", "verl 0.9.1 is not installed here, so the task's reward cannot be "
                                 "run on its examples: install it without its dependencies (`pip install --no-deps "

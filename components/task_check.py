@@ -30,8 +30,10 @@ from components.config import REPO_ROOT, Problem, Settings, SettingsError
 from components.config.task import CODE_DATA_SOURCES, OwnTool, is_oss, resolve_task_path
 from components.wiring import single_turn, task_tools
 from components.workloads.training import verl_config as vc
+from components.workloads.training.verl_config import SINGLE_TURN_AGENT_NAME, TOOL_AGENT_NAME
 
 WORKER = REPO_ROOT / "agent_tools" / "verl_ack_task_check.py"
+ROW_RULE = REPO_ROOT / "pipeline" / "rows.py"  # the dataset Job's row rule, copied beside the worker (read as text)
 # What the checks' subprocess may see of the environment: no cloud, Pulumi or hub credentials.
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT", "TMPDIR")
 ESTIMATE_CHARS_PER_TOKEN = 4  # English text through a BPE tokenizer; the plan says it is an estimate
@@ -95,42 +97,47 @@ class TaskProof:
                 "datasets": [vars(d) for d in self.datasets], "problems": [list(p) for p in self.problems]}
 
 
-def _dataset_proofs(s: Settings, proof: TaskProof) -> None:
-    from pipeline.rows import RowError, check_parquet
-
+def _dataset_specs(s: Settings, proof: TaskProof) -> list[dict]:
+    """The local files the worker checks; a preset's or an oss:// file's proof is what the settings say."""
     task = s.task
     if task.preset is not None:
         proof.datasets.append(DatasetProof(location=task.preset.hub_id, kind="preset"))
         proof.data_sources = [task.preset.data_source]
-        return
-    sources: dict[str, int] = {}
+        return []
+    out = []
     for name in ("train", "val"):
         loc = getattr(task.dataset, name)
         if is_oss(loc):
             proof.datasets.append(DatasetProof(location=loc, kind="oss",
                                                rows=task.dataset.train_rows if name == "train" else None))
-            continue
-        try:
-            summary = check_parquet(str(resolve_task_path(loc)))
-        except (RowError, ValueError, OSError) as err:
-            proof.problems.append((f"task.dataset.{name}", str(err).replace(str(resolve_task_path(loc)), loc)))
-            continue
-        longest = -(-summary.prompt_chars_max // ESTIMATE_CHARS_PER_TOKEN)
-        over = sum(1 for c in summary.prompt_chars if -(-c // ESTIMATE_CHARS_PER_TOKEN) > s.training.max_prompt_length)
+        else:
+            out.append({"field": f"task.dataset.{name}", "path": str(resolve_task_path(loc)), "location": loc})
+    return out
+
+
+def _dataset_proofs(s: Settings, proof: TaskProof, checked: list[dict]) -> None:
+    """The worker's row summaries as the plan states them, and what they mean for the job's agent loops and reward."""
+    task = s.task
+    sources: dict[str, int] = {}
+    for d in checked:
+        loc, name = d["location"], d["field"]
+        longest = -(-max(d["prompt_chars"], default=0) // ESTIMATE_CHARS_PER_TOKEN)
+        over = sum(1 for c in d["prompt_chars"] if -(-c // ESTIMATE_CHARS_PER_TOKEN) > s.training.max_prompt_length)
         proof.datasets.append(DatasetProof(
-            location=loc, kind="local", rows=summary.rows, data_sources=summary.data_sources,
-            agent_names=summary.agent_names, prompt_tokens_max=longest, over_prompt_length=over))
-        for src, n in summary.data_sources.items():
+            location=loc, kind="local", rows=d["rows"], data_sources=d["data_sources"],
+            agent_names=d["agent_names"], prompt_tokens_max=longest, over_prompt_length=over))
+        for src, n in d["data_sources"].items():
             sources[src] = sources.get(src, 0) + n
-        agents = set(summary.agent_names) - {"(default)", "single_turn_agent", "tool_agent"}
+        agents = set(d["agent_names"]) - {"(default)", SINGLE_TURN_AGENT_NAME, TOOL_AGENT_NAME}
         if agents:
-            proof.problems.append((f"task.dataset.{name}", f"{loc}: rows name agent loop(s) {', '.join(sorted(agents))}"
-                                   "; the job registers tool_agent and single_turn_agent only"))
-        if "tool_agent" in summary.agent_names and not task_tools(s):
-            proof.problems.append(("task.tools", f"{loc}: {summary.agent_names['tool_agent']} row(s) ask for "
-                                   "tool_agent but the task offers no tools; list the tools in task.tools or write "
-                                   "the rows with agent_name single_turn_agent"))
-    proof.data_sources = sorted(sources)
+            proof.problems.append((name, f"{loc}: rows name agent loop(s) {', '.join(sorted(agents))}; the job "
+                                   f"registers {TOOL_AGENT_NAME} and {SINGLE_TURN_AGENT_NAME} only"))
+        if TOOL_AGENT_NAME in d["agent_names"] and not task_tools(s):
+            proof.problems.append(("task.tools", f"{loc}: {d['agent_names'][TOOL_AGENT_NAME]} row(s) ask for "
+                                   f"{TOOL_AGENT_NAME} but the task offers no tools; list the tools in task.tools or "
+                                   f"write the rows with agent_name {SINGLE_TURN_AGENT_NAME}"))
+    if task.preset is None:
+        proof.data_sources = sorted(sources)
     if task.reward_kind == "builtin":
         code = sorted(set(sources) & set(CODE_DATA_SOURCES))
         if code:
@@ -180,6 +187,7 @@ def _run_worker(spec: dict, files: dict[str, str], timeout: int) -> dict:
         for name, text in files.items():
             (root / name).write_text(text, encoding="utf-8")
         shutil.copy(WORKER, root / WORKER.name)
+        shutil.copy(ROW_RULE, root / ROW_RULE.name)
         (root / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
         env["HOME"] = tmp
@@ -217,7 +225,12 @@ def prove_task(s: Settings) -> TaskProof:
             proof.problems.append(("task.reward.checks", "a reward file needs at least one check (a response, its "
                                    "ground truth and the score it must get): the plan runs it on them before any "
                                    "GPU is paid for"))
-    _dataset_proofs(s, proof)
+    datasets = _dataset_specs(s, proof)
+    # The rows first (in the worker, by the dataset Job's own rule): the reward's checks need their data_sources.
+    checked = _run_worker({"datasets": datasets, "rows_only": True}, {},
+                          s.task.reward.check_timeout_seconds) if datasets else {}
+    proof.problems += [tuple(p) for p in checked.get("problems", [])]
+    _dataset_proofs(s, proof, checked.get("datasets", []))
     spec, files = _spec(s, proof)
     result = _run_worker(spec, files, s.task.reward.check_timeout_seconds)
     proof.checks = result.get("checks", [])
@@ -237,7 +250,7 @@ def _spec_key(s: Settings) -> str:
                 *(t.file for t in s.task.tools or [] if isinstance(t, OwnTool))):
         if loc and not is_oss(loc):
             h.update(resolve_task_path(loc).read_bytes())
-    for p in (WORKER, vc.REWARD_SOURCE, vc.SANDBOX_REWARD_SOURCE):
+    for p in (WORKER, ROW_RULE, vc.REWARD_SOURCE, vc.SANDBOX_REWARD_SOURCE):
         h.update(p.read_bytes())
     return h.hexdigest()
 

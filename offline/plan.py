@@ -30,6 +30,7 @@ from components.config import (
     stack_file,
 )
 from components.config.sharing import experiment_on_platform_problems
+from components.config.task import task_root
 from components.experiment import IdentityError, check_experiment_identity
 from components.model import parse_settings
 from components.task_check import require_task
@@ -355,6 +356,12 @@ def replace_out_folder(tmp: Path, out: Path) -> None:
 
 def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None,
                changes: ChangeReview | None = None) -> dict:
+    with task_root(Path(path).resolve().parent):  # a task's files are relative to its stack file's folder
+        return _build_plan(path, stack, out, secret_values, changes)
+
+
+def _build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None,
+                changes: ChangeReview | None = None) -> dict:
     # SettingsError -> exit 2 before anything runs: the settings first (every problem with its field), then the
     # rest of the config as the program will see it.
     raw = raw_settings(path)

@@ -25,7 +25,7 @@ from components.config.project import PROJECT
 from components.config.rules import Problems, rule
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
-from components.config.task import CODE_DATA_SOURCES, TaskSettings, is_oss
+from components.config.task import CODE_DATA_SOURCES, OwnTool, TaskSettings, is_oss, resolve_task_path
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
 from components.config.types import (
     EnvironmentName,
@@ -159,6 +159,15 @@ class Settings(Strict):
         """Rules joining the task to the rest of the stack (components/config/task.py)."""
         task, d = self.task, self.dataset
         preset = task.preset
+        local = [(f"task.dataset.{f}", getattr(task.dataset, f)) for f in ("train", "val")]
+        local += [("task.reward.file", task.reward.file)]
+        local += [(f"task.tools[{i}].file", t.file) for i, t in enumerate(task.tools or []) if isinstance(t, OwnTool)]
+        for field, loc in local:
+            if loc and not is_oss(loc):
+                try:
+                    resolve_task_path(loc)
+                except ValueError as err:
+                    yield field, f"{field}: {err}"
         if preset is not None:
             for split, n, field, rows in (("train", d.train_subset, "train_subset", d.full_train_rows),
                                           ("test", d.test_subset, "test_subset", d.full_test_rows)):

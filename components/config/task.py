@@ -15,7 +15,9 @@ dataset Job needs (it cannot import this package in the pod) and tests/pipeline 
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -74,12 +76,30 @@ def _outside(v: str) -> Optional[str]:
     return None
 
 
-def resolve_task_path(rel: str, root: Path = STACKS_DIR) -> Path:
-    """The file `rel` names inside the stacks folder; refused when it (or a symlink on the way) leads out of it."""
+# The folder task paths are relative to: the stacks folder (Pulumi.yaml's stackConfigDir, where `pulumi up` reads the
+# stack file), or the folder of a stack file plan.py was given (`task_root`).
+_ROOT: list[Path] = [STACKS_DIR]
+
+
+@contextlib.contextmanager
+def task_root(folder: Path) -> Iterator[None]:
+    """Task paths are relative to `folder` inside the block (plan.py --config-file: the stack file's folder)."""
+    _ROOT.append(Path(folder))
+    try:
+        yield
+    finally:
+        _ROOT.pop()
+
+
+def resolve_task_path(rel: str, root: Optional[Path] = None) -> Path:
+    """The file `rel` names inside the stack file's folder; refused when it (or a symlink on the way) leads out."""
+    root = _ROOT[-1] if root is None else root
     base = root.resolve()
     path = (root / rel).resolve()
     if os.path.commonpath([base, path]) != str(base):
-        raise ValueError(f"{rel!r} leads out of the stacks folder ({path}); copy the file into it")
+        raise ValueError(f"{rel!r} leads out of the stack file's folder {base} (to {path}); copy the file into it")
+    if not path.is_file():
+        raise ValueError(f"{rel!r}: no such file in {base}")
     return path
 
 
@@ -249,7 +269,7 @@ def local_parquet_rows(rel: str) -> int:
     """Rows of a parquet file in the stacks folder, from its footer (pyarrow reads no data)."""
     import pyarrow.parquet as pq
 
-    path = resolve_task_path(rel)
+    path = resolve_task_path(rel)  # ValueError naming the path when it leaves the folder or is missing
     try:
         return pq.ParquetFile(path).metadata.num_rows
     except Exception as err:  # pyarrow raises several types for a missing or broken file
