@@ -156,7 +156,7 @@ def config_from_env(env: Mapping[str, str]) -> JobConfig:
     if name not in SUPPORTED_DATASETS:
         # The tutorial's job defaulted to hiyouga/geometry3k and then parsed GSM8K fields; refuse instead.
         raise UnsupportedDataset(f"DATASET_NAME={name!r} is not supported: this job only preprocesses "
-                                 f"{', '.join(SUPPORTED_DATASETS)} into verl's tool-agent format")
+                                 f"{', '.join(SUPPORTED_DATASETS)} (the math and code presets: python -m pipeline.task_dataset)")
     return JobConfig(
         dataset_name=name,
         dataset_config=env.get("DATASET_CONFIG") or "main",

@@ -13,8 +13,10 @@ pipeline/gsm8k.py). Two datasets, each read from the Hugging Face hub:
   its reward_model.ground_truth must parse as JSON test cases ({inputs: [...], outputs: [...]} of equal length,
   optional fn_name: verl's prime_code and sandbox_fusion format). Its `validation` split becomes test.parquet.
 
-Every row names the agent loop in AGENT_NAME. With tool_agent and ANSWER_TOOL set, extra_info also carries that
-tool's create_kwargs (the ground truth), as pipeline/gsm8k.py's tool rows do. Every row is checked against verl's
+Every row names the agent loop in AGENT_NAME. A tool_agent row's extra_info also carries the answer tool's
+create_kwargs (the ground truth, under ANSWER_TOOL), as pipeline/gsm8k.py's tool rows do: verl hands a tool only its
+own entry, so the entry is harmless where the answer tool is not offered, and the rows depend on the agent loop alone
+(which the dataset's cache key names). Every row is checked against verl's
 RLHFDataset layout (pipeline/rows.py) before anything is written or uploaded: a row verl could not train on, a MATH
 solution without a \\boxed answer or a code row whose tests do not parse exits with status 2 naming the file, the
 row and the column.
@@ -24,7 +26,6 @@ Environment:
                   exits with status 2.
   DATASET_CONFIG  optional hub config name (both datasets have only their default one).
   AGENT_NAME      `single_turn_agent` (default: both presets come without tools) or `tool_agent`.
-  ANSWER_TOOL     with tool_agent: the answer tool whose create_kwargs.ground_truth each row carries; empty = none.
   OSS_BUCKET      bucket to upload to (required).
   OSS_REGION      bucket region, e.g. ap-southeast-1 (required).
   OSS_ENDPOINT    optional endpoint override (a test server, or a specific domain).
@@ -68,6 +69,9 @@ INSTRUCTION = "Let's think step by step and output the final answer within \\box
 # The data_source values of Eurus-2-RL-Data's coding rows (its card: APPS, CodeContests, TACO, Codeforces), the
 # names verl 0.9.1 default_compute_score routes to its code scorers (utils/reward_score/__init__.py).
 CODE_SOURCES = ("codecontests", "apps", "codeforces", "taco")
+# The answer tool's name in the job's tool config (components/workloads/training/verl_config.py GSM8K_TOOL; a test
+# compares): its create_kwargs carry the row's ground truth.
+ANSWER_TOOL = "calc_gsm8k_reward"
 
 
 @dataclass(frozen=True)
@@ -182,18 +186,17 @@ def code_row(example: Mapping[str, Any], index: int, split: str) -> Optional[dic
 
 
 # --------------------------------------------------------------------------------------------- rows
-def with_agent(row: dict, agent_name: str, answer_tool: Optional[str]) -> dict:
+def with_agent(row: dict, agent_name: str) -> dict:
     """`row` naming its agent loop; a tool row also carries the answer tool's create_kwargs (its ground truth)."""
     out = {"data_source": row["data_source"], "agent_name": agent_name,
            **{k: v for k, v in row.items() if k != "data_source"}}
-    if agent_name == TOOL_AGENT and answer_tool:
+    if agent_name == TOOL_AGENT:
         out["extra_info"] = {**out["extra_info"], "need_tools_kwargs": True, "tools_kwargs": {
-            answer_tool: {"create_kwargs": {"ground_truth": row["reward_model"]["ground_truth"]}}}}
+            ANSWER_TOOL: {"create_kwargs": {"ground_truth": row["reward_model"]["ground_truth"]}}}}
     return out
 
 
-def build_rows(dataset: str, examples, split: str, agent_name: str = SINGLE_TURN_AGENT,
-               answer_tool: Optional[str] = None) -> list[dict]:
+def build_rows(dataset: str, examples, split: str, agent_name: str = SINGLE_TURN_AGENT) -> list[dict]:
     """Every kept example's row (`split`: the file's split name); an example that cannot become one is a RowError
     naming the dataset, split, row and column."""
     rows = []
@@ -203,7 +206,7 @@ def build_rows(dataset: str, examples, split: str, agent_name: str = SINGLE_TURN
         except ColumnError as err:
             raise RowError(f"{dataset} {split} split, row {index}, column {err.column}: {err}") from None
         if row is not None:
-            rows.append(with_agent(row, agent_name, answer_tool))
+            rows.append(with_agent(row, agent_name))
     return rows
 
 
@@ -218,7 +221,6 @@ class JobConfig:
     output_dir: Path
     hf_token: Optional[str]
     agent_name: str = SINGLE_TURN_AGENT
-    answer_tool: Optional[str] = None
 
 
 def config_from_env(env: Mapping[str, str]) -> JobConfig:
@@ -235,7 +237,6 @@ def config_from_env(env: Mapping[str, str]) -> JobConfig:
         output_dir=Path(env.get("OUTPUT_DIR") or "/tmp/task-dataset"),
         hf_token=env.get("HF_TOKEN") or None,
         agent_name=parse_agent_name(env.get("AGENT_NAME") or SINGLE_TURN_AGENT),
-        answer_tool=env.get("ANSWER_TOOL") or None,
     )
 
 
@@ -260,7 +261,7 @@ def identity(config: JobConfig) -> dict:
     """What the marker names: a complete prefix for other values is staged again (pipeline/marker.py)."""
     return {"dataset": config.dataset_name, "config": config.dataset_config or "",
             "subsets": ",".join(f"{k}:{v}" for k, v in sorted(config.subsets.items())),
-            "agent_name": config.agent_name, "answer_tool": config.answer_tool or ""}
+            "agent_name": config.agent_name}
 
 
 def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list]] | None = None,
@@ -273,7 +274,7 @@ def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list
     if done:
         return None
     raw = (load or load_hub)(config)
-    rows = {split: build_rows(config.dataset_name, examples, split, config.agent_name, config.answer_tool)
+    rows = {split: build_rows(config.dataset_name, examples, split, config.agent_name)
             for split, examples in raw.items()}
     files = write_splits(rows, config.output_dir, config.subsets)  # every row checked before the first write
     for path in files:

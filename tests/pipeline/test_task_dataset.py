@@ -154,21 +154,25 @@ def test_every_built_row_passes_verls_row_rule(dataset, examples, agent):
 
 def test_tool_rows_carry_the_answer_tools_ground_truth_and_single_turn_rows_carry_no_tool_kwargs():
     example = MATH_EXAMPLES["test"][0]
-    (tool,) = td.build_rows(td.MATH, [example], "test", "tool_agent", "calc_gsm8k_reward")
+    (tool,) = td.build_rows(td.MATH, [example], "test", "tool_agent")
     assert tool["agent_name"] == "tool_agent"
     assert tool["extra_info"]["need_tools_kwargs"] is True
     assert tool["extra_info"]["tools_kwargs"] == {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "1024"}}}
-    (single,) = td.build_rows(td.MATH, [example], "test", "single_turn_agent", "calc_gsm8k_reward")
+    (single,) = td.build_rows(td.MATH, [example], "test", "single_turn_agent")
     assert single["extra_info"] == {"split": "test", "index": 0}
-    (bare,) = td.build_rows(td.MATH, [example], "test", "tool_agent")
-    assert "tools_kwargs" not in bare["extra_info"], "no answer tool, no kwargs (the code tool needs none)"
+
+
+def test_the_answer_tool_the_rows_name_is_the_one_the_job_configures():
+    from components.workloads.training.verl_config import GSM8K_TOOL
+
+    assert td.ANSWER_TOOL == GSM8K_TOOL
 
 
 # --------------------------------------------------------------------------------------------- job
 def test_config_needs_a_known_dataset_and_defaults_to_single_turn_rows(capsys):
     env = {"OSS_BUCKET": "b", "OSS_REGION": "ap-southeast-1", "OSS_PREFIX": "datasets/math-lighteval/k"}
     config = td.config_from_env({**env, "DATASET_NAME": td.MATH})
-    assert (config.dataset_config, config.agent_name, config.answer_tool) == (None, "single_turn_agent", None)
+    assert (config.dataset_config, config.agent_name) == (None, "single_turn_agent")
     assert config.prefix == "datasets/math-lighteval/k/" and config.subsets == {"train": 20, "test": 100}
     for name in ("openai/gsm8k", "", "hiyouga/geometry3k"):
         assert td.main({**env, "DATASET_NAME": name}) == 2
