@@ -52,7 +52,7 @@ from components.wiring import (
     system_scheduling,
 )
 from components.workloads.cache import CacheEntry, Staged, dataset_job_needed
-from pipeline.rows import SINGLE_TURN_AGENT, TOOL_AGENT
+from components.workloads.training.verl_config import TOOL_AGENT_NAME
 
 PIPELINE_DIR = REPO_ROOT / "pipeline"
 CODE_ROOT = "/opt/verl-ack"  # the ConfigMap is mounted at <CODE_ROOT>/pipeline, so `python -m pipeline.x` works
@@ -63,6 +63,10 @@ HUB_TOKEN_KEYS = {"hf": "hf-token", "modelscope": "modelscope-token"}
 # Keys of the access-key Secret (the OSS CSI driver's convention, which the cloud layer follows).
 ACCESS_KEY_ID_KEY, ACCESS_KEY_SECRET_KEY = "akId", "akSecret"
 NOBODY = 65534
+# verl's agent loop without tools (verl 0.9.1 experimental/agent_loop/single_turn_agent_loop.py
+# `@register("single_turn_agent")`); pipeline/rows.py names the same (the pod cannot import components/, and
+# components may not import the pod's code: tests/components/workloads/test_data.py compares them).
+SINGLE_TURN_AGENT = "single_turn_agent"
 # A ConfigMap holds at most 1 MiB; leave room for its metadata.
 CONFIGMAP_LIMIT = 900 * 1024
 DATASET_SCRATCH = "4Gi"
@@ -244,7 +248,7 @@ def _named(base: str, build, s: Settings, code: PipelineCode, storage: StorageRe
 def dataset_agent_env(s: Settings) -> list[dict]:
     """The agent loop every row names (AGENT_NAME): verl's single_turn_agent for a task without tools, else
     tool_agent (whose rows carry the answer tool's ground truth)."""
-    return [{"name": "AGENT_NAME", "value": SINGLE_TURN_AGENT if single_turn(s) else TOOL_AGENT}]
+    return [{"name": "AGENT_NAME", "value": SINGLE_TURN_AGENT if single_turn(s) else TOOL_AGENT_NAME}]
 
 
 def dataset_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, service_account: str,

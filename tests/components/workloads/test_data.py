@@ -188,6 +188,15 @@ def test_the_rows_name_single_turn_exactly_when_the_task_has_no_tools(preset):
         "rows of another agent loop are staged under another prefix"
 
 
+def test_the_agent_loops_the_job_names_are_the_ones_the_pipeline_accepts():
+    from components.workloads.training.verl_config import TOOL_AGENT_NAME
+    from pipeline.rows import AGENT_NAMES, SINGLE_TURN_AGENT, TOOL_AGENT
+
+    assert (dj.SINGLE_TURN_AGENT, TOOL_AGENT_NAME) == (SINGLE_TURN_AGENT, TOOL_AGENT)
+    assert {env(jobs(preset_settings(p, t))[0])["AGENT_NAME"] for p in ("gsm8k", "math") for t in ([], ["answer"])} \
+        == set(AGENT_NAMES)
+
+
 def test_the_jobs_hub_dataset_and_splits_are_the_presets():
     from pipeline.task_dataset import DATASETS
 
