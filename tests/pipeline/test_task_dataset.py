@@ -225,3 +225,27 @@ def test_main_runs_the_math_job_from_environment_variables(fake_oss, tmp_path, m
     assert "uploaded 3 objects" in out and "not-printed" not in out
     marker = json.loads(fake_oss.get("data", "datasets/math-lighteval/k.complete"))
     assert marker["dataset"] == td.MATH and marker["agent_name"] == "single_turn_agent"
+
+
+class FakeSplit(list):
+    """A hub split as `datasets` gives it: iterable rows and `filter(fn, input_columns=[...])`."""
+
+    def filter(self, fn, input_columns):
+        return FakeSplit(r for r in self if fn(*(r[c] for c in input_columns)))
+
+
+def test_the_hub_load_maps_the_hub_splits_to_the_files_and_drops_math_rows_of_the_code_set(monkeypatch):
+    calls = []
+
+    def load_dataset(name, config, token):
+        calls.append((name, config, token))
+        return {"train": FakeSplit(CODE_EXAMPLES["train"]), "validation": FakeSplit(CODE_EXAMPLES["test"])}
+
+    monkeypatch.setitem(__import__("sys").modules, "datasets", type("datasets", (), {"load_dataset": load_dataset}))
+    config = td.JobConfig(dataset_name=td.CODE, dataset_config=None, bucket="b", prefix="p/", subsets={},
+                          output_dir=None, hf_token="t")
+    raw = td.load_hub(config)
+    assert calls == [(td.CODE, None, "t")]
+    assert sorted(raw) == ["test", "train"]
+    assert [r["data_source"] for r in raw["train"]] == ["codecontests", "apps", "taco"]
+    assert [r["data_source"] for r in raw["test"]] == ["codeforces"]
