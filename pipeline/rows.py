@@ -6,14 +6,18 @@ reward dispatches on it), `reward_model` a mapping with `ground_truth` (what the
 optional `extra_info` a mapping (passed to the reward; `tools_kwargs` and `index` live there) and optional
 `agent_name` (which agent loop runs the row). The dataset Job checks every row before it uploads anything, and the
 plan checks a researcher's local files with the same function, so both name the same file, row and column.
+`write_splits` is the dataset Job's one way to write rows: it checks every split first, then writes each split and
+its head subsets, so a Job whose rows verl could not read fails before it writes or uploads anything.
 
 Imported by the dataset Job in the pod (pure Python; pyarrow only where a file is read) and by the plan.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 REQUIRED_COLUMNS = ("prompt", "data_source", "reward_model")
@@ -22,6 +26,7 @@ ROLES = ("system", "user", "assistant", "tool")
 # verl's agent loops a row may name (experimental/agent_loop/__init__.py registers these two by default).
 SINGLE_TURN_AGENT = "single_turn_agent"
 TOOL_AGENT = "tool_agent"
+AGENT_NAMES = (SINGLE_TURN_AGENT, TOOL_AGENT)
 MAX_REPORTED = 5  # problems listed per file before "and N more"
 
 
@@ -126,3 +131,49 @@ def check_parquet(path: str) -> FileSummary:
     summary = check_rows(rows, path)
     summary.columns = columns
     return summary
+
+
+def parse_subsets(spec: str) -> dict[str, int]:
+    """`train:20,test:100` -> {"train": 20, "test": 100}; '' -> {}."""
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        split, sep, count = item.partition(":")
+        if not sep or not split or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"SUBSETS entry {item!r} must look like `train:20` (split name, colon, count >= 1)")
+        out[split] = int(count)
+    return out
+
+
+def parse_agent_name(value: str) -> str:
+    """The AGENT_NAME a dataset Job writes into every row: one of verl's two default agent loops."""
+    if value not in AGENT_NAMES:
+        raise ValueError(f"AGENT_NAME={value!r} is not one of verl's agent loops {', '.join(AGENT_NAMES)} "
+                         f"({SINGLE_TURN_AGENT}: no tools, {TOOL_AGENT}: the task's tools)")
+    return value
+
+
+def write_splits(rows_by_split: Mapping[str, list[dict]], out_dir: str | os.PathLike,
+                 subsets: Mapping[str, int]) -> list[Path]:
+    """Check every row of every split (RowError naming `<split>.parquet`, the rows and columns at fault), then
+    write `<split>.parquet` for every split and `<split><n>.parquet` holding its first n rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for split, rows in rows_by_split.items():
+        check_rows(rows, f"{split}.parquet")
+    for split, n in subsets.items():
+        if split not in rows_by_split:
+            raise ValueError(f"subset {split}:{n} names a split that does not exist; splits are "
+                             f"{', '.join(sorted(rows_by_split))}")
+        if n > len(rows_by_split[split]):
+            raise ValueError(f"subset {split}:{n} asks for more rows than the split has ({len(rows_by_split[split])})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    targets = [(f"{split}.parquet", rows) for split, rows in rows_by_split.items()]
+    targets += [(f"{split}{n}.parquet", rows_by_split[split][:n]) for split, n in subsets.items()]
+    for name, rows in targets:
+        path = out / name
+        pq.write_table(pa.Table.from_pylist(rows), path)
+        written.append(path)
+    return written
