@@ -285,3 +285,60 @@ def train_rows(s) -> int:
     if is_oss(task.dataset.train):
         return task.dataset.train_rows
     return local_parquet_rows(task.dataset.train)
+
+
+def task_stack_problems(s) -> Iterator[tuple[str, str]]:
+    """(setting, message) for each rule joining the task to the rest of the stack (`s`: the Settings): the files it
+    names exist in the stack file's folder, subsets fit the preset, the reward and tools fit the sandboxes, an
+    oss:// file is in the stack's bucket under the prefix the pods mount."""
+    task, d = s.task, s.dataset
+    preset = task.preset
+    local = [(f"task.dataset.{f}", getattr(task.dataset, f)) for f in ("train", "val")]
+    local += [("task.reward.file", task.reward.file)]
+    local += [(f"task.tools[{i}].file", t.file) for i, t in enumerate(task.tools or []) if isinstance(t, OwnTool)]
+    for field, loc in local:
+        if loc and not is_oss(loc):
+            try:
+                resolve_task_path(loc)
+            except ValueError as err:
+                yield field, f"{field}: {err}"
+    if preset is not None:
+        for split, n, field, rows in (("train", d.train_subset, "train_subset", d.full_train_rows),
+                                      ("test", d.test_subset, "test_subset", d.full_test_rows)):
+            rows = rows or (preset.train_rows if split == "train" else preset.val_rows)
+            if n > rows:
+                yield f"dataset.{field}", (
+                    f"dataset.{field} {n} exceeds the {rows} rows of the {split} split of {preset.hub_id} (the "
+                    f"dataset Job would fail); use at most {rows}")
+    kind = task.reward_kind
+    if kind == "builtin" and preset is not None and preset.data_source in CODE_DATA_SOURCES:
+        yield "task.reward.builtin", (
+            f"task.reward.builtin scores {preset.data_source} rows with verl's prime_code, which runs the model's "
+            "program inside the GPU Ray pod; use task.reward.sandbox: true (the platform's isolated sandboxes)")
+    tools = task.tools if task.tools is not None else list(preset.tools if preset else ())
+    if not s.sandbox.enabled:
+        if kind == "sandbox":
+            yield "task.reward.sandbox", (
+                "task.reward.sandbox runs the model's code in the platform's sandboxes, but sandbox.enabled is "
+                "false; enable the sandboxes or choose another reward")
+        if "code" in tools and task.tools is not None:
+            yield "task.tools", (
+                "task.tools lists code (a program run in a sandbox) but sandbox.enabled is false; enable the "
+                "sandboxes or remove code from task.tools")
+    if kind == "sandbox" and "answer" in tools:
+        yield "task.tools", (
+            "task.tools lists answer, which tells the model how the reward reads a final answer; a sandbox "
+            "reward runs a program against tests instead: remove answer")
+    for field in ("train", "val"):
+        loc = getattr(task.dataset, field)
+        if loc and is_oss(loc):
+            bucket, _, key = loc.removeprefix("oss://").partition("/")
+            if bucket != s.storage.bucket_name and s.kind != "experiment":
+                yield f"task.dataset.{field}", (
+                    f"task.dataset.{field} {loc!r} is in bucket {bucket!r}; the job mounts only the stack's "
+                    f"bucket {s.storage.bucket_name!r}: copy the file there")
+            if not key.startswith(s.storage.datasets_prefix):
+                yield f"task.dataset.{field}", (
+                    f"task.dataset.{field} {loc!r}: the key must lie under storage.datasets_prefix "
+                    f"{s.storage.datasets_prefix!r}, the prefix the Ray pods mount (and the training role "
+                    "may read); move the file there")

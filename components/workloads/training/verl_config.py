@@ -34,60 +34,69 @@ from typing import Any, Optional
 
 import yaml
 
-from components.config import REPO_ROOT, Settings
-from components.config.task import OwnTool, resolve_task_path
+from components.config import Settings
 from components.model.layout import Layout, model_prefetch_gib
 from components.model.presets import preset_of
-from components.wiring import mcp_url, set_dotted, task_tools
+from components.wiring import mcp_url, set_dotted
+from components.workloads.training.config_names import (  # noqa: F401 (re-exported: tests and reports read them here)
+    AGENT_LOOP_CLASS,
+    AGENT_LOOP_MODULE_FILE,
+    AGENT_LOOP_SOURCE,
+    AGENT_LOOPS_FILE,
+    CODE_TOOL,
+    CONFIG_DIR,
+    ENTRYPOINT_MODULE_FILE,
+    ENTRYPOINT_SOURCE,
+    GSM8K_TOOL,
+    MCP_DIR,
+    MCP_FILE,
+    MCP_SERVER_NAME,
+    PREFLIGHT_MEMORY_TOLERANCE,
+    PREFLIGHT_MODULE,
+    PREFLIGHT_MODULE_FILE,
+    PREFLIGHT_RDMA_MIN_BUSBW_GBPS,
+    PREFLIGHT_RESULT,
+    PREFLIGHT_SOURCE,
+    REFUSALS_DIR,
+    REWARD_FUNCTION,
+    REWARD_MODULE_FILE,
+    REWARD_SOURCE,
+    SANDBOX_REWARD_FILE,
+    SANDBOX_REWARD_SOURCE,
+    SINGLE_TURN_AGENT_NAME,
+    SINGLE_TURN_LOOP_CLASS,
+    STOP_GRACE_SECONDS,
+    TASK_FUNCTIONS_FILE,
+    TASK_REWARD_FILE,
+    TASK_TOOL_MODULE,
+    TOOL_AGENT_NAME,
+    TOOL_CONFIG_FILE,
+    TOOL_METRICS_INTERVAL_SECONDS,
+    TOOLS_MODULE,
+    TOOLS_MODULE_FILE,
+    TOOLS_SOURCE,
+    TRAINER_CONFIG_NAME,
+    TRAINER_FILE,
+    VERL_CONFIG_SEARCHPATH,
+)
 from components.workloads.training.prefetch import (
     PREFETCH_MODULE_FILE,
     PREFETCH_SOURCE,
     model_read_dir,
     prefetch_wait_words,
 )
+from components.workloads.training.task_config import (  # noqa: F401 (re-exported)
+    ANSWER_TOOL_DESCRIPTIONS,
+    agent_loops_config,
+    function_tools_file,
+    own_tools,
+    reward_kwargs,
+    rows_may_be_single_turn,
+    task_files,
+    tool_config,
+    tool_metrics_config,
+)
 from components.workloads.training.volumes import checkpoint_dir, dataset_paths
-
-CONFIG_DIR = "/etc/verl-ack/config"  # the ConfigMap mount in every Ray pod (also on PYTHONPATH)
-MCP_DIR = "/etc/verl-ack/mcp"  # the MCP servers Secret mount
-TRAINER_CONFIG_NAME = "verl_ack_trainer"
-TRAINER_FILE = f"{TRAINER_CONFIG_NAME}.yaml"
-TOOL_CONFIG_FILE = "tool_config.yaml"
-TOOLS_MODULE = "verl_ack_tools"
-TOOLS_MODULE_FILE = f"{TOOLS_MODULE}.py"
-TOOLS_SOURCE = REPO_ROOT / "agent_tools" / TOOLS_MODULE_FILE
-REWARD_MODULE_FILE = "verl_ack_reward.py"
-REWARD_SOURCE = REPO_ROOT / "agent_tools" / REWARD_MODULE_FILE
-REWARD_FUNCTION = "compute_score"
-AGENT_LOOP_MODULE_FILE = "verl_ack_agent_loop.py"
-AGENT_LOOP_SOURCE = REPO_ROOT / "agent_tools" / AGENT_LOOP_MODULE_FILE
-AGENT_LOOP_CLASS = "verl_ack_agent_loop.ModelTextToolAgentLoop"
-SINGLE_TURN_LOOP_CLASS = "verl_ack_agent_loop.ModelTextSingleTurnAgentLoop"
-AGENT_LOOPS_FILE = "agent_loops.yaml"
-# The dataset rows' agent_name (pipeline/gsm8k.py); the agent-loop file registers the job's loop under it.
-TOOL_AGENT_NAME = "tool_agent"
-SINGLE_TURN_AGENT_NAME = "single_turn_agent"  # verl's default_agent_loop, and the name single-turn rows carry
-# The task's own files in the ConfigMap (components/config/task.py): module names on the pods' PYTHONPATH.
-TASK_REWARD_FILE = "verl_ack_task_reward.py"
-TASK_TOOL_MODULE = "verl_ack_task_tool_{index}"
-TASK_FUNCTIONS_FILE = "verl_ack_task_functions.py"
-SANDBOX_REWARD_FILE = "verl_ack_sandbox_reward.py"
-SANDBOX_REWARD_SOURCE = REPO_ROOT / "agent_tools" / SANDBOX_REWARD_FILE
-ENTRYPOINT_MODULE_FILE = "verl_ack_entrypoint.py"
-ENTRYPOINT_SOURCE = REPO_ROOT / "agent_tools" / ENTRYPOINT_MODULE_FILE
-# agent_tools/verl_ack_entrypoint.py STOP_GRACE_SECONDS (a test compares them): how long the entrypoint lets a
-# stopped verl exit before it kills it and ends the runs.
-STOP_GRACE_SECONDS = 15
-REFUSALS_DIR = ".verl-ack-refusals"  # under trainer.default_local_dir; the entrypoint removes its own file
-PREFLIGHT_MODULE = "verl_ack_preflight"
-PREFLIGHT_MODULE_FILE = f"{PREFLIGHT_MODULE}.py"
-PREFLIGHT_SOURCE = REPO_ROOT / "agent_tools" / PREFLIGHT_MODULE_FILE
-PREFLIGHT_RESULT = "/tmp/verl-ack-preflight.json"  # noqa: S108 (inside the head pod, read from its logs)
-# nvidia-smi's memory.total is the card's memory less what the driver keeps (an "80 GB" card reports about 79.6 GiB,
-# the H200 140.4 GiB: docs/preflight.md), so a GPU passes with 97 % of gpu_pool.gpu_memory_gib.
-PREFLIGHT_MEMORY_TOLERANCE = 0.97
-# training.preflight.min_busbw_gbps when empty: a floor under any working RDMA fabric, above NCCL's socket fallback
-# (UNVERIFIED on Lingjun: docs/uncertain-facts.md); ECS nodes' VPC network varies by instance type, so none there.
-PREFLIGHT_RDMA_MIN_BUSBW_GBPS = 20.0
 
 
 def preflight_min_busbw_gbps(s: Settings) -> float:
@@ -95,13 +104,6 @@ def preflight_min_busbw_gbps(s: Settings) -> float:
     if given is not None:
         return given
     return PREFLIGHT_RDMA_MIN_BUSBW_GBPS if s.gpu_pool.kind == "lingjun" else 0.0
-# How often each agent-loop worker reports its tool calls (log line and MLflow); see ToolStats.
-TOOL_METRICS_INTERVAL_SECONDS = 60
-MCP_FILE = "mcp_servers.json"
-MCP_SERVER_NAME = "kruise-sandbox"
-VERL_CONFIG_SEARCHPATH = "pkg://verl.trainer.config"
-GSM8K_TOOL = "calc_gsm8k_reward"  # the dataset rows' tools_kwargs are keyed by this name
-CODE_TOOL = "run_code_once"  # the sandbox manager's MCP tool: fresh sandbox per call
 
 
 class OverrideError(ValueError):
@@ -138,25 +140,6 @@ def list_overrides(s: Settings) -> list[tuple[str, Any]]:
     if kwargs:
         out.append(("data.apply_chat_template_kwargs", kwargs))
     return out
-
-
-def reward_kwargs(s: Settings) -> dict:
-    """What verl passes the job's reward function (agent_tools/verl_ack_reward.py compute_score): the GSM8K mode,
-    and the task's own function (by its ConfigMap path) or the sandbox reward's MCP settings."""
-    out: dict[str, Any] = {"gsm8k_method": s.training.gsm8k_scoring}
-    task, kind = s.task, s.task.reward_kind
-    if kind == "file":
-        out["task_reward"] = {"path": f"{CONFIG_DIR}/{TASK_REWARD_FILE}", "function": task.reward.function,
-                              "kwargs": dict(task.reward.kwargs)}
-    elif kind == "sandbox":
-        out["sandbox"] = sandbox_reward_config(s)
-    return out
-
-
-def sandbox_reward_config(s: Settings) -> dict:
-    """The sandbox reward's call: the code tool's MCP server and tool, the code's time limit."""
-    return {"mcp_servers_config_path": f"{MCP_DIR}/{MCP_FILE}", "mcp_tool": CODE_TOOL,
-            "timeout_seconds": s.training.tool_timeout_seconds}
 
 
 def trainer_config(s: Optional[Settings] = None) -> dict:
@@ -211,128 +194,6 @@ line adds every other setting-dependent key as a Hydra override.""")
 
 
 # --------------------------------------------------------------------------------------------- tools
-def tool_metrics_config(s: Settings) -> dict:
-    """Where the tools report their calls (verl_ack_tools.ToolStats): always a log line per interval; MLflow too
-    when the job has a tracking server, in the trainer's experiment and nested under its run."""
-    doc: dict = {"interval_seconds": TOOL_METRICS_INTERVAL_SECONDS}
-    if s.tracking.enabled:
-        doc["mlflow_experiment"] = s.training.project_name
-        doc["mlflow_parent_run"] = s.training.experiment_name
-    return doc
-
-
-# What the model is told the answer tool does, per `training.answer_tool.reveal` (the tool's replies say the same).
-ANSWER_TOOL_DESCRIPTIONS = {
-    "parsed": "Shows how the final reward will read your answer (the number it takes from `#### <answer>`), not "
-              "whether it is correct. At most {n} call(s) per question.",
-    "correctness": "A tool for calculating the reward of gsm8k. (1.0 if parsed answer is correct, 0.0 if parsed "
-                   "answer is incorrect or not correctly parsed). At most {n} call(s) per question.",
-}
-
-
-def rows_may_be_single_turn(s: Settings) -> bool:
-    """Whether any row may run verl's single-turn loop: every row of a preset with tools names the tool agent
-    (pipeline/); a task without tools, or the researcher's own files, may have single-turn rows."""
-    return not task_tools(s) or s.task.dataset.own_files
-
-
-def agent_loops_config(s: Optional[Settings] = None) -> list[dict]:
-    """`rollout.agent.agent_loop_config_path`: the job's agent loops under verl's own names, so the reward scores
-    only model-generated text (verl_ack_agent_loop.py): the tool loop, and the single-turn loop wherever a row may
-    run it."""
-    loops = [{"name": TOOL_AGENT_NAME, "_target_": AGENT_LOOP_CLASS}]
-    if s is not None and rows_may_be_single_turn(s):
-        loops.append({"name": SINGLE_TURN_AGENT_NAME, "_target_": SINGLE_TURN_LOOP_CLASS})
-    return loops
-
-
-def tool_config(s: Settings) -> dict:
-    """The `tools:` file verl's tool registry reads (`multi_turn.tool_config_path`)."""
-    metrics = tool_metrics_config(s)
-    answer_tool = s.training.answer_tool
-    chosen = task_tools(s)
-    tools: list[dict] = []
-    if "answer" in chosen:
-        tools.append(_answer_tool(s, metrics, answer_tool))
-    if "code" in chosen:
-        tools.append(_code_tool(s, metrics))
-    for index, own in own_tools(s):
-        entry: dict = {"class_name": f"{TASK_TOOL_MODULE.format(index=index)}.{own.class_name}",
-                       "config": {"type": "native", **own.config}}
-        if own.tool_schema is not None:
-            entry["tool_schema"] = own.tool_schema
-        tools.append(entry)
-    return {"tools": tools}
-
-
-def own_tools(s: Settings) -> list[tuple[int, OwnTool]]:
-    """The researcher's BaseTool classes with their ConfigMap module index (function-tool files are separate)."""
-    return [(i, t) for i, t in enumerate(task_tools(s)) if isinstance(t, OwnTool) and t.class_name]
-
-
-def function_tools_file(s: Settings) -> Optional[OwnTool]:
-    """The researcher's @function_tool file (verl reads one: multi_turn.function_tool_path)."""
-    files = [t for t in task_tools(s) if isinstance(t, OwnTool) and not t.class_name]
-    return files[0] if files else None
-
-
-def _answer_tool(s: Settings, metrics: dict, answer_tool: Any) -> dict:
-    return {
-    "class_name": f"{TOOLS_MODULE}.Gsm8kRewardTool",
-    "config": {"type": "native", "reveal": answer_tool.reveal, "max_calls": answer_tool.max_calls,
-               "gsm8k_method": s.training.gsm8k_scoring, "metrics": metrics},
-    "tool_schema": {
-        "type": "function",
-        "function": {
-            "name": GSM8K_TOOL,
-            "description": ANSWER_TOOL_DESCRIPTIONS[answer_tool.reveal].format(n=answer_tool.max_calls),
-            "parameters": {
-                "type": "object",
-                "properties": {"answer": {
-                    "type": "string",
-                    "description": "The model's answer to the GSM8K math problem, must be a digits"}},
-                "required": ["answer"],
-            },
-        },
-    },
-    }
-
-
-def _code_tool(s: Settings, metrics: dict) -> dict:
-    return {
-        "class_name": f"{TOOLS_MODULE}.SandboxCodeTool",
-        "config": {
-            "type": "native",
-            "mcp_servers_config_path": f"{MCP_DIR}/{MCP_FILE}",
-            "mcp_tool": CODE_TOOL,
-            "timeout_seconds": s.training.tool_timeout_seconds,
-            # Every in-flight call holds one warm sandbox: spread the pool over the agent-loop workers so
-            # the job cannot claim more sandboxes than the pool may hold.
-            "max_concurrency": max(1, s.sandbox.pool_cap // s.training.agent_num_workers),
-            # Clipped by the tool (head and tail) to exactly verl's limit, so verl never cuts it mid-line.
-            "max_response_chars": s.training.max_tool_response_chars,
-            "metrics": metrics,
-        },
-        "tool_schema": {
-            "type": "function",
-            "function": {
-                "name": CODE_TOOL,
-                "description": "Run a piece of code once in a fresh, isolated sandbox and return what it printed "
-                               "(stdout, stderr), its result values and any error.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "code": {"type": "string", "description": "The complete program to run."},
-                        "language": {"type": "string", "enum": ["python", "javascript"],
-                                     "description": "Language of the code; python when omitted."},
-                    },
-                    "required": ["code"],
-                },
-            },
-        },
-    }
-
-
 def tool_config_yaml(s: Settings) -> str:
     return _yaml(tool_config(s), """
 verl tool config, generated by verl-ack (components/workloads/training/verl_config.py). The classes live in
@@ -381,22 +242,6 @@ under verl's name tool_agent (the reward then scores only what the model generat
         files[PREFLIGHT_MODULE_FILE] = PREFLIGHT_SOURCE.read_text(encoding="utf-8")
     if model_prefetch_gib(s):
         files[PREFETCH_MODULE_FILE] = PREFETCH_SOURCE.read_text(encoding="utf-8")
-    return files
-
-
-def task_files(s: Settings) -> dict[str, str]:
-    """The task's own code in the ConfigMap: the reward file, the sandbox reward, the researcher's tools. Their content
-    is in the ConfigMap's hash, which the RayJob carries, so a changed file replaces the job."""
-    task, files = s.task, {}
-    if task.reward_kind == "file":
-        files[TASK_REWARD_FILE] = resolve_task_path(task.reward.file).read_text(encoding="utf-8")
-    elif task.reward_kind == "sandbox":
-        files[SANDBOX_REWARD_FILE] = SANDBOX_REWARD_SOURCE.read_text(encoding="utf-8")
-    for index, own in own_tools(s):
-        files[f"{TASK_TOOL_MODULE.format(index=index)}.py"] = resolve_task_path(own.file).read_text(encoding="utf-8")
-    functions = function_tools_file(s)
-    if functions is not None:
-        files[TASK_FUNCTIONS_FILE] = resolve_task_path(functions.file).read_text(encoding="utf-8")
     return files
 
 
