@@ -15,6 +15,7 @@ created. Proofs are cached per task content within one process (the tests render
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -27,7 +28,9 @@ from pathlib import Path
 from typing import Optional
 
 from components.config import REPO_ROOT, Problem, Settings, SettingsError
-from components.config.task import CODE_DATA_SOURCES, OwnTool, is_oss, resolve_task_path
+from components.config.loading import raw_settings, stack_file
+from components.config.task import CODE_DATA_SOURCES, OwnTool, is_oss, resolve_task_path, task_root
+from components.model import parse_settings
 from components.wiring import single_turn, task_tools
 from components.workloads.training import verl_config as vc
 from components.workloads.training.verl_config import SINGLE_TURN_AGENT_NAME, TOOL_AGENT_NAME
@@ -264,3 +267,25 @@ def require_task(s: Settings) -> TaskProof:
 
 
 __all__ = ["PRESET_EXAMPLES", "DatasetProof", "TaskProof", "prove_task", "require_task"]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """`make task-check STACK=<stack>`: the proof alone, its result as plan.md's Task section states it."""
+    ap = argparse.ArgumentParser(prog="python -m components.task_check", description=main.__doc__)
+    ap.add_argument("--stack", required=True, help="a stack name (stacks/Pulumi.<name>.yaml) or a stack file's path")
+    path = stack_file(ap.parse_args(argv).stack)
+    try:
+        with task_root(path.resolve().parent):
+            proof = require_task(parse_settings(raw_settings(path)))
+    except SettingsError as err:
+        print(f"{path}: the task is refused:", file=sys.stderr)
+        for p in err.problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 2
+    print(json.dumps(proof.as_dict(), indent=2))
+    print(f"{path}: the task is proven ({len(proof.checks)} reward check(s) passed)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -72,7 +72,7 @@ _REL_PATH = r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}"
 
 def _outside(v: str) -> Optional[str]:
     if ".." in v.split("/") or v.startswith("/"):
-        return "it may not leave the stacks folder"
+        return "it may not leave the stack file's folder (no `..`, no leading /)"
     return None
 
 
@@ -103,9 +103,9 @@ def resolve_task_path(rel: str, root: Optional[Path] = None) -> Path:
     return path
 
 
-TaskFile = Annotated[str, _text(_REL_PATH, "a file in the stacks folder",
-                                "give a path relative to the stacks folder, e.g. tasks/my-task/train.parquet",
-                                also=_outside)]
+TaskFile = Annotated[str, _text(_REL_PATH, "a file in the stack file's folder",
+                                "give a path inside that folder, relative to it (it may not leave it: no `..`, no "
+                                "leading /), e.g. tasks/my-task/train.parquet", also=_outside)]
 OssKey = Annotated[str, _text(r"oss://[a-z0-9][a-z0-9-]{1,61}[a-z0-9]/[A-Za-z0-9_][A-Za-z0-9._/-]{0,1000}",
                               "an OSS object URL", "write oss://<bucket>/<key>, e.g. oss://my-bucket/datasets/x.parquet",
                               also=lambda v: "its key may not contain '..'" if ".." in v.split("/") else None)]
