@@ -119,9 +119,19 @@ def _stdout_of(result: Any) -> str:
     return "".join((data.get("logs") or {}).get("stdout") or [])
 
 
+# Calls one reward worker process makes at once (each holds a warm sandbox): the code tool's share of the pool.
+_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+
+
 def run_in_sandbox(code: str, config: dict) -> str:
     """stdout of `code` run once in a fresh sandbox through the sandbox manager's MCP tool (config: the tool's
-    mcp_servers_config_path, mcp_tool, timeout_seconds)."""
+    mcp_servers_config_path, mcp_tool, timeout_seconds, max_concurrency)."""
+    limit = int(config.get("max_concurrency", 8))
+    with _SLOTS.setdefault(limit, threading.BoundedSemaphore(limit)):
+        return _call_sandbox(code, config)
+
+
+def _call_sandbox(code: str, config: dict) -> str:
     from fastmcp import Client  # the image's, as the code tool's
 
     with open(config["mcp_servers_config_path"], encoding="utf-8") as f:

@@ -325,6 +325,11 @@ def task_stack_problems(s) -> Iterator[tuple[str, str]]:
             yield "task.tools", (
                 "task.tools lists code (a program run in a sandbox) but sandbox.enabled is false; enable the "
                 "sandboxes or remove code from task.tools")
+    scores_gsm8k = preset is not None and preset.data_source == "openai/gsm8k" and kind == "builtin"
+    if "answer" in tools and kind != "sandbox" and not scores_gsm8k:
+        yield "task.tools", (
+            "task.tools lists answer, GSM8K's answer tool (calc_gsm8k_reward reads `#### <answer>` as verl's GSM8K "
+            "scorer does); this task is scored otherwise: remove answer, or bring your own tool ({file, class})")
     if kind == "sandbox" and "answer" in tools:
         yield "task.tools", (
             "task.tools lists answer, which tells the model how the reward reads a final answer; a sandbox "

@@ -45,7 +45,15 @@ def reward_kwargs(s: Settings) -> dict:
 def sandbox_reward_config(s: Settings) -> dict:
     """The sandbox reward's call: the code tool's MCP server and tool, the code's time limit."""
     return {"mcp_servers_config_path": f"{MCP_DIR}/{MCP_FILE}", "mcp_tool": CODE_TOOL,
-            "timeout_seconds": s.training.tool_timeout_seconds}
+            "timeout_seconds": s.training.tool_timeout_seconds,
+            # Each call holds a warm sandbox: a reward worker takes the code tool's share of the pool.
+            "max_concurrency": sandbox_share(s)}
+
+
+def sandbox_share(s: Settings) -> int:
+    """Sandbox calls one worker process may have in flight: the warm pool spread over the agent-loop workers, so
+    the job cannot claim more sandboxes than the pool may hold (the code tool's and the sandbox reward's bound)."""
+    return max(1, s.sandbox.pool_cap // s.training.agent_num_workers)
 
 
 def rows_may_be_single_turn(s: Settings) -> bool:
@@ -161,7 +169,7 @@ def _code_tool(s: Settings, metrics: dict) -> dict:
             "timeout_seconds": s.training.tool_timeout_seconds,
             # Every in-flight call holds one warm sandbox: spread the pool over the agent-loop workers so
             # the job cannot claim more sandboxes than the pool may hold.
-            "max_concurrency": max(1, s.sandbox.pool_cap // s.training.agent_num_workers),
+            "max_concurrency": sandbox_share(s),
             # Clipped by the tool (head and tail) to exactly verl's limit, so verl never cuts it mid-line.
             "max_response_chars": s.training.max_tool_response_chars,
             "metrics": metrics,
