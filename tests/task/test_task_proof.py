@@ -184,3 +184,19 @@ def test_a_verl_key_in_the_wrong_place_is_answered_with_where_the_program_takes_
     with pytest.raises(SettingsError) as err:
         parse_settings(stack_settings("dev", loc))
     assert says in str(err.value) and "check the spelling" not in str(err.value)
+
+
+def test_a_changed_reward_file_changes_the_jobs_config_hash_and_the_plan_names_it(tmp_path):
+    """The reward file ships in the ConfigMap, whose hash the RayJob's pods carry: a change replaces the job."""
+    from components.config.loading import raw_settings
+    from components.workloads.training.verl_config import TASK_REWARD_FILE, config_files, config_sha256
+
+    hashes = []
+    for reward in (GOOD_REWARD, GOOD_REWARD + "\n# a comment is a change too\n"):
+        path = own_stack(tmp_path / str(len(hashes)), reward)
+        with task_root(path.parent):
+            s = parse_settings(raw_settings(path))
+            files = config_files(s)
+            assert files[TASK_REWARD_FILE] == reward
+            hashes.append((config_sha256(files), prove_task(s).reward_sha256))
+    assert hashes[0][0] != hashes[1][0] and hashes[0][1] != hashes[1][1]
