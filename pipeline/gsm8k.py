@@ -131,10 +131,6 @@ def build_rows(examples, split: str, agent_name: str = TOOL_AGENT) -> list[dict]
     return rows
 
 
-# The rows are checked and written by pipeline/rows.py (one rule for every dataset Job and the plan).
-write_parquet = write_splits
-
-
 @dataclass(frozen=True)
 class JobConfig:
     dataset_name: str

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import gsm8k
-from pipeline.gsm8k import JobConfig, build_row, build_rows, extract_answer, parse_subsets, write_parquet
-from pipeline.rows import RowError, check_rows
+from pipeline.gsm8k import JobConfig, build_row, build_rows, extract_answer
+from pipeline.rows import RowError, check_rows, parse_subsets, write_splits
 from tests.fakeoss import FakeOss
 
 # Shaped like openai/gsm8k `main`: a worked solution with <<calculator>> annotations, then `#### <n>`.
@@ -126,7 +126,7 @@ def test_rows_are_indexed_by_position_within_their_split():
 
 def test_parquet_files_hold_every_split_and_the_requested_head_subsets(tmp_path):
     rows = {split: build_rows(examples, split) for split, examples in EXAMPLES.items()}
-    files = write_parquet(rows, tmp_path, {"train": 2, "test": 1})
+    files = write_splits(rows, tmp_path, {"train": 2, "test": 1})
     assert sorted(p.name for p in files) == ["test.parquet", "test1.parquet", "train.parquet", "train2.parquet"]
     assert pq.read_table(tmp_path / "train.parquet").to_pylist() == rows["train"]
     assert pq.read_table(tmp_path / "train2.parquet").to_pylist() == rows["train"][:2]
@@ -136,9 +136,9 @@ def test_parquet_files_hold_every_split_and_the_requested_head_subsets(tmp_path)
 def test_a_subset_larger_than_its_split_or_of_an_unknown_split_is_refused(tmp_path):
     rows = {split: build_rows(examples, split) for split, examples in EXAMPLES.items()}
     with pytest.raises(ValueError, match="more rows than the split has"):
-        write_parquet(rows, tmp_path, {"test": 3})
+        write_splits(rows, tmp_path, {"test": 3})
     with pytest.raises(ValueError, match="split that does not exist"):
-        write_parquet(rows, tmp_path, {"validation": 1})
+        write_splits(rows, tmp_path, {"validation": 1})
 
 
 def test_subset_spec_parses_and_rejects_malformed_entries():

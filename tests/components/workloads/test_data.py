@@ -458,3 +458,16 @@ def test_a_finished_data_job_stays_until_the_stack_deletes_it_so_no_later_previe
         assert "ttlSecondsAfterFinished" not in job["spec"], job["metadata"]["name"]
     for job in jobs(settings("dev", {"dataset": {"ttl_seconds_after_finished": 600}})):
         assert job["spec"]["ttlSecondsAfterFinished"] == 600, "an explicit TTL is still honoured"
+
+
+@pytest.mark.parametrize("task,module", [({"dataset": {"preset": "math"}}, "pipeline.task_dataset"),
+                                         ({"dataset": {"preset": "code"}}, "pipeline.task_dataset"),
+                                         (OWN["task"], None)], ids=["math", "code", "own files"])
+def test_the_whole_program_deploys_the_dataset_job_of_a_preset_and_none_for_own_files(task, module):
+    rec = record("dev", {"task": task})
+    (dataset,) = [r for r in rec.by_type(JOB) if r.name == "data-dataset"] or [None]
+    if module is None:
+        assert dataset is None, "own files are rows already: no Job converts them"
+        return
+    script = dataset.inputs["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert script.endswith(f"exec python -m {module}")
