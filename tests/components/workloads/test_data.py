@@ -40,8 +40,10 @@ CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 
 
 def jobs(s, storage=RRSA, tokens=frozenset(), code=None):
+    """The stack's data Jobs: the dataset Job (a preset task's only) and the model staging Job."""
     code = code or dj.pipeline_code()
-    return (dj.dataset_job_manifest(s, code, storage, SA, tokens), dj.model_job_manifest(s, code, storage, SA, tokens))
+    dataset = (dj.dataset_job_manifest(s, code, storage, SA, tokens),) if not s.task.dataset.own_files else ()
+    return (*dataset, dj.model_job_manifest(s, code, storage, SA, tokens))
 
 
 def container(job: dict) -> dict:
@@ -178,7 +180,7 @@ def test_each_presets_dataset_job_runs_its_converter_named_by_its_dataset(preset
 
 @pytest.mark.parametrize("preset", sorted(PRESET_JOBS))
 def test_the_rows_name_single_turn_exactly_when_the_task_has_no_tools(preset):
-    a_tool = ["code"] if preset == "code" else ["answer"]  # the code preset's sandbox reward refuses the answer tool
+    a_tool = ["answer"] if preset == "gsm8k" else ["code"]  # the answer tool reads GSM8K's `#### <answer>` only
     for tools in ([], a_tool, None):
         s = preset_settings(preset, tools)
         expected = "single_turn_agent" if single_turn(s) else "tool_agent"
@@ -193,7 +195,8 @@ def test_the_agent_loops_the_job_names_are_the_ones_the_pipeline_accepts():
     from pipeline.rows import AGENT_NAMES, SINGLE_TURN_AGENT, TOOL_AGENT
 
     assert (dj.SINGLE_TURN_AGENT, TOOL_AGENT_NAME) == (SINGLE_TURN_AGENT, TOOL_AGENT)
-    assert {env(jobs(preset_settings(p, t))[0])["AGENT_NAME"] for p in ("gsm8k", "math") for t in ([], ["answer"])} \
+    assert {env(jobs(preset_settings(p, t))[0])["AGENT_NAME"] for p, tool in (("gsm8k", "answer"), ("math", "code"))
+            for t in ([], [tool])} \
         == set(AGENT_NAMES)
 
 
