@@ -130,7 +130,6 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     refs = PlatformRefs(
         region=s.region,
         cluster_id=cluster.cluster_id,
-        kubeconfig=cluster.kubeconfig,
         node_vswitch_ids=dict(net_refs.node_vswitch_ids),
         bucket_name=storage.refs.bucket_name,
         oss_endpoint=storage.refs.endpoint,

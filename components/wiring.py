@@ -226,7 +226,6 @@ class PlatformRefs:
 
     region: pulumi.Input[str]
     cluster_id: pulumi.Input[str]
-    kubeconfig: pulumi.Input[str]  # secret
     node_vswitch_ids: pulumi.Input[dict[str, str]]  # zone -> node vSwitch id (GPU pools go in the GPU zone's)
     bucket_name: pulumi.Input[str]
     oss_endpoint: pulumi.Input[str]  # intranet endpoint for pods
@@ -245,22 +244,20 @@ class PlatformRefs:
     # team_limits); {} when the platform runs no queue. A queued experiment refuses a namespace that is in none.
     queue_teams: pulumi.Input[dict]
 
-    KEYS = ("region", "cluster_id", "kubeconfig", "node_vswitch_ids", "bucket_name", "oss_endpoint", "csi_role_name",
+    # No credential: an experiment fetches its own for `cluster_id` (components/cloud/cluster.py kubernetes_provider),
+    # so nothing that expires, and nothing that logs in, crosses the StackReference.
+    KEYS = ("region", "cluster_id", "node_vswitch_ids", "bucket_name", "oss_endpoint", "csi_role_name",
             "oidc_provider_arn", "oidc_issuer_url", "training_image", "namespace", "mcp_url", "tracking_uri",
             "gpu_pool_owner", "gpu_pool_id", "queue_teams")
-    SECRET_KEYS = ("kubeconfig",)
 
     def to_exports(self) -> dict[str, pulumi.Input]:
-        """The platform stack's outputs, one per field (the kubeconfig stays a secret Output)."""
+        """The platform stack's outputs, one per field."""
         return {k: getattr(self, k) for k in self.KEYS}
 
     @classmethod
     def from_stack_reference(cls, ref: pulumi.StackReference) -> PlatformRefs:
         """Every field from the platform's outputs; a missing output fails the preview (require_output)."""
-        values = {k: ref.require_output(k) for k in cls.KEYS}
-        for key in cls.SECRET_KEYS:  # secret however the platform's outputs were read
-            values[key] = pulumi.Output.secret(values[key])
-        return cls(**values)
+        return cls(**{k: ref.require_output(k) for k in cls.KEYS})
 
 
 def checked_gpu_pool_owner(s: Settings, exported: str) -> str:

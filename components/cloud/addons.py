@@ -21,6 +21,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import addon_config
+from components.cloud.guards import destroying
 from components.config import Settings
 from components.config.addons import ADDON_ROLES, ADDONS_BY_ROLE, addon_installed
 from components.config.cloud import LINGJUN_MIN_ADDON_VERSIONS, LINGJUN_NODE_POOL_DOC, addon_version_tuple
@@ -137,8 +138,9 @@ def check_lingjun_floors(s: Settings, cluster_id: pulumi.Input[str], provider: p
                          parent: pulumi.Resource) -> pulumi.Output[list[str]] | None:
     """At preview, the live add-on versions of the cluster against the Lingjun floors, so no add-on needs a pin
     (a pin fights ACK's upgrades). Skipped while the cluster id is unknown (a fresh stack's first preview: ACK then
-    installs its current versions); a problem fails the program (an exception in an outstanding Output)."""
-    if s.gpu_pool.kind != "lingjun":
+    installs its current versions); a problem fails the program (an exception in an outstanding Output). Not read
+    under a destroy (guards.destroying): the pool is about to go, whatever the add-ons run."""
+    if s.gpu_pool.kind != "lingjun" or destroying():
         return None
     live = alicloud.cs.get_kubernetes_addons_output(
         cluster_id=cluster_id, opts=pulumi.InvokeOutputOptions(parent=parent, provider=provider))

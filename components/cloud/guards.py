@@ -24,6 +24,18 @@ GUARDED_TYPES = (
 )
 
 
+def destroying() -> bool:
+    """Whether this run is the program run inside teardown.py's `pulumi destroy --run-program`.
+
+    The engine generates the deletes only after the program has finished, and a program error stops the destroy
+    before any delete (pulumi/pulumi@1b5949891b pkg/resource/deploy/deployment_executor.go :289-303, the
+    `event.Error` -> BailError ahead of performDeletes). So under a destroy the program reads nothing that describes
+    the world as it is now (what the catalogue sells, which DNS zones, registries and Lingjun nodes exist, the live
+    add-on versions, the bucket's markers, what the platform or the last `up` exported): a stock-out or a released
+    node must not keep a stack billing (docs/teardown.md "What the program reads under a destroy")."""
+    return os.environ.get(DESTROY_ENV) == "1"
+
+
 def rebuild_guard() -> bool:
     """The `protect` option of a guarded resource: on, unless teardown.py is destroying the stack."""
-    return os.environ.get(DESTROY_ENV) != "1"
+    return not destroying()
