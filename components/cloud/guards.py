@@ -39,3 +39,20 @@ def destroying() -> bool:
 def rebuild_guard() -> bool:
     """The `protect` option of a guarded resource: on, unless teardown.py is destroying the stack."""
     return not destroying()
+
+# Every read the program still makes under a destroy (invoke token or read type -> why it is no description of the
+# world as it is now). Every other invoke and read of the program is skipped under `destroying()`;
+# tests/test_teardown_reads.py derives the program's reads from every shipped stack and holds a destroy-time run of
+# each to this list.
+DESTROY_READS = {
+    "alicloud:cs/getClusterCredential:getClusterCredential":
+        "the Kubernetes provider's own login (fresh on every run) for deleting this stack's Kubernetes objects",
+    "alicloud:index/getAccount:getAccount":
+        "the caller's own account id (an existing cluster's OIDC provider ARN): it answers whenever the destroy's "
+        "own credentials do",
+    "alicloud:cs/managedKubernetes:ManagedKubernetes":
+        "the existing cluster (cluster.mode: existing) the stack's Kubernetes objects are deleted from; read, never "
+        "managed",
+    "pulumi:pulumi:StackReference":
+        "an experiment's platform outputs (region, cluster id): the cloud and cluster its objects are deleted from",
+}
