@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from components.cloud.cluster import CONTROLLER_CLEANUP_KINDS, deleted_with_cluster
 from components.cloud.guards import DESTROY_ENV, DESTROY_READS
 from components.config import PROJECT, SETTINGS_KEY, STACKS_DIR
 from components.model import parse_settings
@@ -78,3 +79,40 @@ def test_a_destroy_time_run_of_every_stack_reads_nothing_of_the_world_now(stack,
     assert made <= set(DESTROY_READS), sorted(made - set(DESTROY_READS))
     # The one StackReference a destroy reads is an experiment's platform: not this stack's own create-only record.
     assert [r.name for r in rec.by_type(STACK_REFERENCE_TYPE)] in ([], ["platform"]), stack
+
+
+# ------------------------------------------------------------------------------------------ deleted with the cluster
+CLUSTER_TYPE = "alicloud:cs/managedKubernetes:ManagedKubernetes"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_kubernetes_objects_of_an_owned_cluster_go_with_it_except_those_a_controller_must_clean_up(stack):
+    """A destroy of a stack that owns its cluster deletes none of its Kubernetes objects one by one (the engine skips
+    a delete whose deletedWith resource goes in the same run) except those whose deletion a controller turns into a
+    cloud-side cleanup; on a cluster the stack does not own (existing, or the platform's) every object is deleted."""
+    rec = record(stack)
+    owned = [r for r in rec.by_type(CLUSTER_TYPE) if not r.options.get("read")]
+    for r in (r for r in rec.resources if r.is_kubernetes):
+        expected = owned[0].urn if owned and deleted_with_cluster(r.type, r.inputs) else ""
+        assert r.options["deleted_with"] == expected, f"{r.urn}: deleted_with {r.options['deleted_with']!r}"
+    if owned:
+        kept = {r.inputs.get("kind") for r in rec.resources if r.is_kubernetes and not r.options["deleted_with"]}
+        assert kept <= set(CONTROLLER_CLEANUP_KINDS) | {"PersistentVolumeClaim", "PersistentVolume", "Service"}
+
+
+def test_what_goes_with_the_cluster_is_what_releases_no_cloud_resource_on_its_own_delete():
+    assert deleted_with_cluster("kubernetes:core/v1:ConfigMap", {"kind": "ConfigMap"})
+    assert deleted_with_cluster("kubernetes:helm.sh/v3:Release", {"chart": "kuberay-operator"})
+    assert not deleted_with_cluster("pulumi:providers:kubernetes", {})
+    assert not deleted_with_cluster("alicloud:cs/nodePool:NodePool", {})
+    assert not deleted_with_cluster("kubernetes:alibabacloud.com/v1:AlbConfig", {"kind": "AlbConfig"})
+    svc = "kubernetes:core/v1:Service"
+    assert deleted_with_cluster(svc, {"kind": "Service", "spec": {"type": "ClusterIP"}})
+    assert not deleted_with_cluster(svc, {"kind": "Service", "spec": {"type": "LoadBalancer"}})
+    pvc = "kubernetes:core/v1:PersistentVolumeClaim"
+    assert deleted_with_cluster(pvc, {"kind": "PersistentVolumeClaim", "spec": {"volumeName": "pv"}})
+    assert not deleted_with_cluster(pvc, {"kind": "PersistentVolumeClaim", "spec": {"storageClassName": "disk"}})
+    pv = "kubernetes:core/v1:PersistentVolume"
+    assert deleted_with_cluster(pv, {"kind": "PersistentVolume", "spec": {"persistentVolumeReclaimPolicy": "Retain"}})
+    assert not deleted_with_cluster(pv, {"kind": "PersistentVolume", "spec": {"persistentVolumeReclaimPolicy": "Delete"}})
+    assert not deleted_with_cluster(pvc, {"kind": "PersistentVolumeClaim", "spec": object()}), "unreadable: its own delete"

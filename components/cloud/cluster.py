@@ -47,6 +47,55 @@ TERWAY_CONFIG = {"NetworkPolicy": "true"}
 CLUSTER_READ_ONLY = ["timezone", "controlPlaneLogComponents"]
 
 
+# Kubernetes objects of a cluster this stack owns are `deleted_with` the cluster (Pulumi's deletedWith: the engine skips
+# the delete of a resource whose deletedWith resource is deleted in the same run, pulumi/pulumi@1b5949891b
+# pkg/resource/deploy/step.go :603-665), so a destroy needs no live cluster for them and none of them can hold the
+# cluster's delete up. Except the kinds whose deletion a controller in the cluster turns into a cloud-side cleanup
+# that must happen while the cluster still runs (docs/teardown.md "Deleted with the cluster"):
+CONTROLLER_CLEANUP_KINDS = {
+    "AlbConfig": "the ALB controller removes the listeners and the configuration it put on the ALB",
+    "Ingress": "the ALB controller removes the Ingress's forwarding rules from the ALB's listeners",
+    "SandboxSet": "the sandbox controller deletes the sandboxes it made and their records in the manager",
+    "AliyunLogConfig": "the log controller maps it onto SLS collection configs and logstores",
+}
+# A Service of type LoadBalancer: the cloud controller manager releases its CLB/NLB. A PersistentVolumeClaim the CSI
+# provisioner bound (no spec.volumeName) and a PersistentVolume with persistentVolumeReclaimPolicy Delete: the CSI
+# driver deletes the cloud disk behind them (Kubernetes docs, "Persistent Volumes" > Reclaiming).
+
+
+def _field(obj, camel: str, snake: str):
+    """A manifest field of a resource's props (a dict, camelCase as the manifests write it, or python names)."""
+    return obj.get(camel, obj.get(snake)) if isinstance(obj, dict) else None
+
+
+def deleted_with_cluster(type_: str, props: dict) -> bool:
+    """Whether a Kubernetes resource (type token, constructor props) may be left to the cluster's deletion. Anything
+    this function cannot read is treated as needing its own delete (the safe side)."""
+    if not type_.startswith("kubernetes:") or type_.startswith("pulumi:providers:"):
+        return False
+    kind = props.get("kind") if isinstance(props, dict) else None
+    if kind in CONTROLLER_CLEANUP_KINDS:
+        return False
+    spec = props.get("spec") if isinstance(props, dict) else None
+    if kind == "Service":
+        return _field(spec, "type", "type") != "LoadBalancer" if spec is not None else True
+    if kind == "PersistentVolumeClaim":
+        return bool(_field(spec, "volumeName", "volume_name"))
+    if kind == "PersistentVolume":
+        return _field(spec, "persistentVolumeReclaimPolicy", "persistent_volume_reclaim_policy") == "Retain"
+    return True
+
+
+def delete_with(cluster: pulumi.CustomResource) -> pulumi.ResourceTransformation:
+    """A stack transformation that adds `deleted_with=cluster` to every resource `deleted_with_cluster` admits."""
+    def transform(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+        if not deleted_with_cluster(args.type_, args.props) or args.opts.deleted_with is not None:
+            return None
+        return pulumi.ResourceTransformationResult(
+            args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(deleted_with=cluster)))
+    return transform
+
+
 def delete_options() -> list[dict]:
     return [{"resource_type": t, "delete_mode": "delete"} for t in DELETE_WITH_CLUSTER]
 
