@@ -378,6 +378,25 @@ def completion_marker(prefix: str) -> str:
 RERUN_FAILED_JOB = {"replace_on_changes": ["*"], "delete_before_replace": True}
 
 
+# A namespace this program keeps after a destroy (one that may hold more than this stack's objects, or outlive it on an
+# existing cluster) is a NamespacePatch: a server-side apply that creates it when absent and adopts it when present
+# (pulumi-kubernetes@94977969 provider/pkg/await/await.go :190, `kinds.IsPatchResource`), and whose delete only
+# relinquishes the fields it applied (provider/pkg/ssa/actions.go Relinquish), so the namespace stays and the next `up`
+# on that cluster finds nothing it would create twice (docs/facts.md "Kept namespaces"). `pulumi.com/patchForce`: the
+# labels it declares (Pod Security levels) win over another field manager's, e.g. one whose stack state was lost.
+KEPT_NAMESPACE_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
+# Such a namespace was a retained `kubernetes:core/v1:Namespace` under the same logical name: the same object, adopted
+# in place by the patch (an update of the same field manager) instead of created again.
+KEPT_NAMESPACE_OLD_TYPE = "kubernetes:core/v1:Namespace"
+
+
+def kept_namespace(manifest: dict) -> dict:
+    """A Namespace manifest as the NamespacePatch that keeps it (KEPT_NAMESPACE_ANNOTATIONS added)."""
+    meta = manifest["metadata"]
+    return {**manifest, "metadata": {**meta, "annotations": {**meta.get("annotations", {}),
+                                                               **KEPT_NAMESPACE_ANNOTATIONS}}}
+
+
 def resource_kwargs(manifest: dict) -> dict:
     """Keyword arguments of a pulumi_kubernetes resource class from a manifest built by a pure function:
     top-level keys in snake_case (roleRef -> role_ref, stringData -> string_data); apiVersion and kind are

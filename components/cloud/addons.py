@@ -28,6 +28,8 @@ from components.config.cloud import LINGJUN_MIN_ADDON_VERSIONS, LINGJUN_NODE_POO
 from components.wiring import (
     ALB_HTTPS_ANNOTATIONS,
     ALB_INGRESS_CLASS,
+    KEPT_NAMESPACE_OLD_TYPE,
+    kept_namespace,
     pod_security_labels,
     set_dotted,
     system_scheduling,
@@ -190,14 +192,15 @@ class Addons(pulumi.ComponentResource):
         self.floors_checked = check_lingjun_floors(s, args.cluster_id, args.provider, self)
 
         self.kuberay_release: k8s.helm.v3.Release | None = None
-        self.kuberay_namespace: k8s.core.v1.Namespace | None = None
+        self.kuberay_namespace: k8s.core.v1.NamespacePatch | None = None
         if s.versions.kuberay_source == "helm":
-            ns = kuberay_namespace_manifest(s)
+            ns = kept_namespace(kuberay_namespace_manifest(s))
             # Kept on destroy, as Helm's create_namespace always left it: in an existing cluster it may hold more
-            # than this release.
-            self.kuberay_namespace = k8s.core.v1.Namespace(
+            # than this release. A patch, not a retained Namespace, so the next `up` adopts it (wiring.kept_namespace).
+            self.kuberay_namespace = k8s.core.v1.NamespacePatch(
                 f"{name}-kuberay-namespace", metadata=ns["metadata"],
-                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, retain_on_delete=True))
+                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider,
+                                            aliases=[pulumi.Alias(type_=KEPT_NAMESPACE_OLD_TYPE)]))
             # Upstream chart (the ACK add-on's API name is unverified); never install both.
             self.kuberay_release = k8s.helm.v3.Release(
                 f"{name}-kuberay",
