@@ -143,7 +143,8 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
         "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": {
             "identity-attach-csi", "identity-attach-data", "identity-attach-train", "identity-attach-mlflow"},
         # The program creates KubeRay's namespace itself so it carries Pod Security Admission labels.
-        "kubernetes:core/v1:Namespace": {"identity-namespace", "addons-kuberay-namespace"},
+        "kubernetes:core/v1:Namespace": {"identity-namespace"},
+        "kubernetes:core/v1:NamespacePatch": {"addons-kuberay-namespace"},  # kept on destroy (wiring.kept_namespace)
         "kubernetes:core/v1:ServiceAccount": {"identity-sa-data", "identity-sa-train", "identity-sa-mlflow"},
         "alicloud:oss/bucket:Bucket": {"storage-bucket"},
         "alicloud:oss/bucketAcl:BucketAcl": {"storage-acl"},
