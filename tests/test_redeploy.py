@@ -1,14 +1,15 @@
-"""A second `up` after a teardown creates nothing that already exists. teardown.py destroys with `--exclude-protected`
-(keeper/destroy.py): what the destroy leaves is what was protected (still in the state), retained (`retain_on_delete`:
-gone from the state, alive in the cloud) or patched (a Patch resource's delete only relinquishes its fields:
-pulumi-kubernetes provider/pkg/ssa/actions.go Relinquish), and on a cluster the stack does not own, everything in that
-cluster outlives the stack. The next `up` creates every resource not in the state; a Create of an object that
-survived fails with "already exists" unless its type's Create adopts an existing object."""
+"""A second `up` after a teardown creates nothing that already exists. teardown.py lifts the rebuild guard (cluster, VPC,
+vSwitches) and destroys with `--exclude-protected` (keeper/destroy.py): what survives is what stays protected (still
+in the state), what is retained (`retain_on_delete`: gone from the state, alive in the cloud) and what a Patch
+resource patched (its delete only relinquishes its fields: pulumi-kubernetes provider/pkg/ssa/actions.go Relinquish),
+unless it lived in a cluster the stack owned, which goes with it. The next `up` creates every resource not in the
+state; a Create of an object that survived fails with "already exists" unless its type's Create adopts it."""
 
 from __future__ import annotations
 
 import pytest
 
+from components.cloud.guards import GUARDED_TYPES
 from offline.engine import Recording, Registration
 from tests.conftest import STACKS, record
 
@@ -37,7 +38,9 @@ def identity(r: Registration) -> tuple:
 def after_teardown(rec: Recording) -> tuple[set[str], set[tuple]]:
     """(URNs still in the state, identities of the objects that still exist) after teardown.py's destroy."""
     owned_cluster = any(r.type == CLUSTER_TYPE and not r.options.get("read") for r in rec.resources)
-    in_state = {r.urn for r in rec.resources if r.custom and r.options.get("protect")}
+    # teardown.py lifts the rebuild guard (GUARDED_TYPES) before the destroy: only the rest of what is protected stays.
+    kept = [r for r in rec.resources if r.custom and r.options.get("protect") and r.type not in GUARDED_TYPES]
+    in_state = {r.urn for r in kept}
     alive = set()
     for r in rec.resources:
         if not r.custom or r.options.get("read") or r.type.startswith("pulumi:"):
@@ -45,7 +48,7 @@ def after_teardown(rec: Recording) -> tuple[set[str], set[tuple]]:
         in_cluster = r.type.startswith("kubernetes:") or r.type in ADOPTING_TYPES
         if in_cluster and owned_cluster:
             continue  # deleted with the cluster
-        if r.options.get("retain_on_delete") or r.options.get("protect") or adopts(r):
+        if r.options.get("retain_on_delete") or r.urn in in_state or adopts(r):
             alive.add(identity(r))
     return in_state, alive
 
