@@ -40,6 +40,7 @@ def rebuild_guard() -> bool:
     """The `protect` option of a guarded resource: on, unless teardown.py is destroying the stack."""
     return not destroying()
 
+
 # Every read the program still makes under a destroy (invoke token or read type -> why it is no description of the
 # world as it is now). Every other invoke and read of the program is skipped under `destroying()`;
 # tests/test_teardown_reads.py derives the program's reads from every shipped stack and holds a destroy-time run of
