@@ -272,6 +272,11 @@ class _Monitor(pmocks.MockMonitor):
         # `Resource.get(...)` reads an existing cloud object without managing it: recorded with
         # options.read = True (and the id read) so the plan shows it and tests can prove nothing owns it.
         resp = super().ReadResource(request)
+        # A read is performed in a preview too (pulumi/pulumi pkg/resource/deploy/step.go ReadStep), and the real
+        # engine gates an invoke on it (RESOURCE_MONITOR_FEATURE_INVOKE_DEPENDS_ON, source_eval.go :1034) instead of
+        # the SDK skipping it while the read's id is unknown; the mock monitor lacks that feature, so the read answers
+        # with its id and an invoke on its outputs (an experiment's cluster credential) runs as in a real preview.
+        resp.id = self.resources[resp.urn].id or ""
         self.recording.resources.append(Registration(
             urn=resp.urn,
             type=request.type,
