@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup plan plans test lint lint-workflows schemas schema bench clean runtime-check runtime lock torch
+.PHONY: setup plan plans test lint lint-workflows schemas schema urns bench clean runtime-check runtime lock torch
 
 # The first run downloads ~1 GB of pinned wheels (a few minutes; `make test` adds torch, requirements-torch.txt): each step says what it does, and pip shows
 # one line per package (--progress-bar off keeps CI logs readable; the names show it is moving); when pip fails,
@@ -115,6 +115,10 @@ test: lint schemas torch
 
 schema: setup
 	$(PY) -m components.config
+
+# Accept a change of the shipped stacks' URNs (tests/test_urns.py): only for an intended replacement; say so in the PR.
+urns: setup
+	VERL_ACK_ACCEPT_URN_CHANGES=1 $(PY) -m pytest -q -p no:cacheprovider -n 0 tests/test_urns.py
 
 bench: setup
 	$(PY) benchmark.py

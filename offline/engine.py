@@ -227,6 +227,7 @@ class _Monitor(pmocks.MockMonitor):
         self.recording = recording
         self.prior = prior
         self.stack_urn: str | None = None
+        self.qualified: dict[str, str] = {}  # the mock's URN -> the engine's qualified type (qualified_type)
 
     def _replay(self, request, state: RawState):
         # An unchanged resource in a real preview answers with its state's outputs, not with fresh ones.
@@ -242,6 +243,7 @@ class _Monitor(pmocks.MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             self.stack_urn = resp.urn
             return resp
+        self.qualified[resp.urn] = self.qualified_type(request.parent, request.type)
         self.recording.raw[resp.urn] = RawState(resp.id, rpc.deserialize_properties(request.object),
                                                 dict(self.resources[resp.urn].state))
         self.recording.resources.append(Registration(
@@ -263,10 +265,32 @@ class _Monitor(pmocks.MockMonitor):
                 "delete_before_replace": request.deleteBeforeReplace,
                 "deleted_with": request.deletedWith,
                 "custom_timeouts": json_format.MessageToDict(request.customTimeouts) if request.HasField("customTimeouts") else {},
-                "aliases": len(request.aliases),
+                "aliases": self._alias_urns(request),
             },
         ))
         return resp
+
+    def qualified_type(self, parent: str, type_: str) -> str:
+        """The type part of the URN the Pulumi engine gives a resource: every ancestor's type but the Stack's, then
+        its own, joined by `$` (pulumi/pulumi sdk/go/common/resource/urn.go NewURN; the mock's own URNs keep only the
+        parent's last type)."""
+        chain = self.qualified.get(parent, "")
+        return f"{chain}${type_}" if chain else type_
+
+    def _alias_urns(self, request) -> list[str]:
+        """The engine's URNs of what the resource's own `aliases` name: an unset name, type or parent in an alias
+        spec is the resource's own (pulumi/pulumi proto/pulumi/alias.proto); an alias by URN is taken as it is."""
+        out = []
+        for alias in request.aliases:
+            if alias.urn:
+                out.append(alias.urn)
+                continue
+            spec = alias.spec
+            parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+            stack, project = spec.stack or pulumi.get_stack(), spec.project or pulumi.get_project()
+            out.append(f"urn:pulumi:{stack}::{project}::{self.qualified_type(parent, spec.type or request.type)}::"
+                       f"{spec.name or request.name}")
+        return sorted(out)
 
     def ReadResource(self, request):
         # `Resource.get(...)` reads an existing cloud object without managing it: recorded with
@@ -284,7 +308,7 @@ class _Monitor(pmocks.MockMonitor):
             inputs=_struct(request.properties),
             options={"read": True, "id": request.id, "protect": None, "retain_on_delete": None, "ignore_changes": [],
                      "replace_on_changes": [], "delete_before_replace": False, "deleted_with": "",
-                     "custom_timeouts": {}, "aliases": 0},
+                     "custom_timeouts": {}, "aliases": []},
         ))
         return resp
 
