@@ -15,8 +15,8 @@ and read top to bottom.
 
 from __future__ import annotations
 
-import ipaddress
 import base64
+import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
