@@ -63,14 +63,25 @@ $(RUNTIME_VENV)/.installed: requirements.lock
 runtime: $(RUNTIME_VENV)/.installed
 
 # Regenerate the hash locks after a pin in requirements.txt or policy/requirements.txt moves (PyPI only, Python
-# 3.11 like the workflows): tests/test_workflows.py holds each lock's pins equal to its requirements file.
-lock:
+# 3.11 like the workflows): tests/test_workflows.py holds each lock's pins equal to its requirements file. The data
+# Jobs' locks too (pipeline/locks/<job>.lock, Python 3.11 like their python:3.11-slim image): tools/pipeline_locks.py
+# writes each Job's top-level pins (<job>.in) from versions.pipeline_packages' defaults; tests/test_supply_chain.py
+# holds them equal.
+PIPELINE_JOBS := dataset model-huggingface model-modelscope
+
+lock: setup
+	$(PY) tools/pipeline_locks.py
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" && \
 	"$$tmp/bin/pip" install --quiet "$(PIP_TOOLS)" && \
 	for req in requirements.txt policy/requirements.txt; do \
 	  ( cd "$$(dirname $$req)" && PIP_CONFIG_FILE=/dev/null "$$tmp/bin/pip-compile" --quiet --generate-hashes \
 	    --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --index-url https://pypi.org/simple \
 	    --output-file requirements.lock requirements.txt ) || exit 1; \
+	done && \
+	for job in $(PIPELINE_JOBS); do \
+	  ( cd pipeline/locks && PIP_CONFIG_FILE=/dev/null "$$tmp/bin/pip-compile" --quiet --generate-hashes \
+	    --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --index-url https://pypi.org/simple \
+	    --output-file "$$job.lock" "$$job.in" ) || exit 1; \
 	done
 
 runtime-check: $(RUNTIME_VENV)/.installed
