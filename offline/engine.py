@@ -116,6 +116,8 @@ class Recording:
     logs: list[tuple[str, str]] = field(default_factory=list)
     # urn -> RawState: what the program sent and the engine answered, unredacted (offline/day2.py replays it).
     raw: dict[str, RawState] = field(default_factory=dict)
+    # A second run's resources that took over a `prior` state through an alias: new urn -> the old urn.
+    moved: dict[str, str] = field(default_factory=dict)
 
     def by_type(self, type_: str) -> list[Registration]:
         return [r for r in self.resources if r.type == type_]
@@ -228,6 +230,7 @@ class _Monitor(pmocks.MockMonitor):
         self.prior = prior
         self.stack_urn: str | None = None
         self.qualified: dict[str, str] = {}  # the mock's URN -> the engine's qualified type (qualified_type)
+        self.old_urns: dict[str, list[str]] = {}  # the mock's URN -> its URNs before its (or a parent's) alias
 
     def _replay(self, request, state: RawState):
         # An unchanged resource in a real preview answers with its state's outputs, not with fresh ones.
@@ -236,10 +239,30 @@ class _Monitor(pmocks.MockMonitor):
         obj = pmocks._sync_await(rpc.serialize_properties(state.outputs, {}))
         return pmocks.resource_pb2.RegisterResourceResponse(urn=urn, id=state.id, object=obj)
 
+    def _old_urns(self, request) -> list[str]:
+        """The mock URNs the resource had before an alias moved it: its own aliases, and its name and type under
+        each old URN of its parent (the engine derives a child's aliases from its parent's)."""
+        old = []
+        for alias in request.aliases:
+            if alias.urn:
+                old.append(alias.urn)
+            else:
+                spec = alias.spec
+                parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+                old.append(self.make_urn(parent, spec.type or request.type, spec.name or request.name))
+        old += [self.make_urn(p, request.type, request.name) for p in self.old_urns.get(request.parent, [])]
+        return old
+
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
-        replay = request.type not in ("pulumi:pulumi:Stack", STACK_REFERENCE_TYPE) and urn in self.prior
-        resp = self._replay(request, self.prior[urn]) if replay else super().RegisterResource(request)
+        self.old_urns[urn] = self._old_urns(request)
+        replayable = request.type not in ("pulumi:pulumi:Stack", STACK_REFERENCE_TYPE)
+        # As the engine does: a resource new by its URN that an alias names takes over that alias's state.
+        source = urn if urn in self.prior else next((u for u in self.old_urns[urn] if u in self.prior), None)
+        replay = replayable and source is not None
+        if replay and source != urn:
+            self.recording.moved[urn] = source
+        resp = self._replay(request, self.prior[source]) if replay else super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             self.stack_urn = resp.urn
             return resp

@@ -59,7 +59,7 @@ _BLOCK = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+)((?:\s*\\\n\s+--hash=sha256:[0-9a
 def test_each_data_job_lock_is_generated_from_the_default_pins_and_hashes_every_package(job):
     assert (LOCKS / f"{job}.in").read_text() == lock_inputs()[job], "run `make lock` (tools/pipeline_locks.py)"
     text = (LOCKS / f"{job}.lock").read_text()
-    assert f"--generate-hashes" in text and f" {job}.in\n" in text.split("\n\n")[0]
+    assert "--generate-hashes" in text and f" {job}.in\n" in text.split("\n\n")[0]
     pins = {name.lower(): version for name, version, _ in _BLOCK.findall(text)}
     requirements = re.findall(r"^[A-Za-z0-9_.-]+==", text, re.MULTILINE)
     assert len(requirements) == len(pins), f"{job}.lock: a requirement without --hash"
