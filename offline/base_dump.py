@@ -14,13 +14,15 @@ import os
 import sys
 from pathlib import Path
 
+if __name__ == "__main__":  # the tree's modules, not the ones beside this file
+    sys.path[0] = sys.argv[1]
+    os.chdir(sys.argv[1])
 
-def main(tree: str, stack_file: str, stack: str, out: str) -> int:
-    sys.path[0] = tree  # the tree's modules, not the ones beside this file
-    os.chdir(tree)
-    from components.config import SettingsError, raw_settings
-    from offline import plan
+from components.config import SettingsError, raw_settings  # noqa: E402
+from offline import plan  # noqa: E402
 
+
+def main(stack_file: str, stack: str, out: str) -> int:
     try:
         recording = plan.record_stack(Path(stack_file), stack)
         plan.build_plan(Path(stack_file), stack, Path(out) / "plan")
@@ -42,4 +44,4 @@ def main(tree: str, stack_file: str, stack: str, out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:5]))
+    sys.exit(main(*sys.argv[2:5]))
