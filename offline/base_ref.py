@@ -73,17 +73,17 @@ def worktree(sha: str, repo: Path = REPO) -> Iterator[Path]:
     """A detached checkout of `sha` in a new temporary folder, removed afterwards whatever happens."""
     holder = Path(tempfile.mkdtemp(prefix="verl-ack-base-ref-"))
     tree = holder / "tree"
+    added = None
     try:
         added = _git("worktree", "add", "--detach", "--quiet", str(tree), sha, cwd=repo)
         if added.returncode != 0:
             raise BaseRefError(f"cannot check out {sha[:12]} into a temporary worktree: {added.stderr.strip()}")
         yield tree
     finally:
-        if tree.exists():
-            # only the folder added above: `remove` refuses any other path, --force drops its (temporary) changes
+        if added is not None and added.returncode == 0:
+            # only the worktree added above (its folder and its record): --force drops its temporary changes
             _git("worktree", "remove", "--force", str(tree), cwd=repo)
-        _git("worktree", "prune", cwd=repo)  # drops the record of a worktree whose folder is already gone
-        shutil.rmtree(holder, ignore_errors=True)
+        shutil.rmtree(holder, ignore_errors=True)  # the folder mkdtemp made for it, nothing else
 
 
 def _recording(data: dict) -> Recording:
