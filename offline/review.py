@@ -368,7 +368,7 @@ def markdown(r: dict, base_name: str) -> str:
                 lines += ["", "More fields in plan.json (`review.resources`): "
                           + ", ".join(f"{n} +{k}" for n, k in more) + "."]
     if r["deltas"]:
-        lines += ["", "### What it costs and how long it takes (ESTIMATE, both plans from the same model)", "",
+        lines += ["", "### What it costs and how long it takes (ESTIMATE, each plan by its own program's model)", "",
                   "| figure | old | new | change |", "|---|---|---|---|"]
         lines += [f"| {d['label']} | {d['old_text']} | {d['new_text']} | {d['delta_text']} |" for d in r["deltas"]]
     if r["warnings"]:
