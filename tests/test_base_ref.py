@@ -93,16 +93,6 @@ def test_a_one_line_component_change_and_a_stack_file_change_both_show_against_t
     _nothing_left(repo, tmp_path)
 
 
-def test_the_stack_file_review_alone_still_misses_the_component_change(repo, tmp_path):
-    base = tmp_path / "Pulumi.dev.yaml"
-    base.write_text(_git(repo, "show", "HEAD~1:stacks/Pulumi.dev.yaml"))
-    proc = _plan(repo, tmp_path, "--stack", "dev", "--base-config-file", str(base), "--out", str(tmp_path / "out"))
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
-    assert "train-config" not in {c["name"] for c in doc["changes"]}  # why --base-ref exists
-    assert {"setting": "ttl_hours", "old": "24", "new": "12"} in doc["review"]["settings"]
-
-
 def test_a_stack_without_a_file_at_the_base_is_all_creates(repo, tmp_path):
     proc = _plan(repo, tmp_path, "--stack", "devnew", "--base-ref", "HEAD~1", "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
