@@ -317,6 +317,18 @@ def target_warnings(base_plan: dict, plan: dict) -> list[str]:
     return out
 
 
+def renamed_warnings(changes: list[Change]) -> list[str]:
+    """A delete and a create of the same type: most often a rename (a new logical name, type or parent) without an
+    `aliases` entry, which replaces the resource; the URN snapshot (tests/test_urns.py) fails on it too."""
+    out = []
+    for type_ in sorted({c.type for c in changes if c.action == "delete"} & {c.type for c in changes if c.action == "create"}):
+        gone = ", ".join(sorted(c.name for c in changes if c.action == "delete" and c.type == type_))
+        new = ", ".join(sorted(c.name for c in changes if c.action == "create" and c.type == type_))
+        out.append(f"URNs changed: `{type_}` {gone} deleted and {new} created; if it is a rename, add an `aliases` "
+                   "entry naming the old one, else `make urns` (docs/review-and-teardown.md, \"URN snapshot\")")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- the report
 def review(base_settings: dict, settings: dict, changes: list[Change], base: Recording, new: Recording,
            base_plan: dict, plan: dict) -> dict:
@@ -326,7 +338,7 @@ def review(base_settings: dict, settings: dict, changes: list[Change], base: Rec
         "resources": [{"name": c.name, "type": c.type, "action": c.action, "reason": reason(c),
                        "fields": field_values(c, base, new)} for c in changes],
         "deltas": deltas(base_plan, plan),
-        "warnings": target_warnings(base_plan, plan),
+        "warnings": renamed_warnings(changes) + target_warnings(base_plan, plan),
     }
 
 

@@ -140,6 +140,12 @@ def test_a_rename_without_aliases_moves_every_urn_and_the_review_deletes_and_cre
     renamed = _run(tmp_path, "new")
     assert held - identities(renamed) - aliased(renamed) == held  # the snapshot test would fail on both
     assert _review(tmp_path, old, name="new") == {("new-thing", "create"), ("old-thing", "delete")}
+    # the review says so, naming both
+    from offline import day2
+    from offline.review import renamed_warnings
+
+    [warning] = renamed_warnings(day2.change_report(old, lambda own, prior: _run(tmp_path, "new", prior=prior, own=own)))
+    assert "URNs changed" in warning and "old-thing deleted and new-thing created" in warning and "aliases" in warning
 
 
 def test_a_rename_with_aliases_keeps_the_state_and_the_review_shows_only_real_changes(tmp_path):
@@ -147,4 +153,9 @@ def test_a_rename_with_aliases_keeps_the_state_and_the_review_shows_only_real_ch
     renamed = _run(tmp_path, "new", old="old")
     assert identities(old) <= aliased(renamed)  # the snapshot test passes: every vanished URN is named
     assert _review(tmp_path, old, name="new", old="old") == set()
+    from offline import day2
+    from offline.review import renamed_warnings
+
+    assert renamed_warnings(day2.change_report(old, lambda own, prior: _run(tmp_path, "new", "old", prior=prior,
+                                                                               own=own))) == []
     assert _review(tmp_path, old, name="new", old="old", size=2) == {("new-thing", "update")}
