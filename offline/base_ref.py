@@ -23,9 +23,11 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,12 +70,19 @@ def resolve(ref: str, repo: Path = REPO) -> str:
     return found.stdout.strip()
 
 
+def _exit_on_term(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 @contextlib.contextmanager
 def worktree(sha: str, repo: Path = REPO) -> Iterator[Path]:
     """A detached checkout of `sha` in a new temporary folder, removed afterwards whatever happens."""
     holder = Path(tempfile.mkdtemp(prefix="verl-ack-base-ref-"))
     tree = holder / "tree"
     added = None
+    # A cancelled CI job gets SIGTERM: end through the `finally` below, as Ctrl-C (KeyboardInterrupt) does.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_term) if main else None
     try:
         added = _git("worktree", "add", "--detach", "--quiet", str(tree), sha, cwd=repo)
         if added.returncode != 0:
@@ -84,6 +93,8 @@ def worktree(sha: str, repo: Path = REPO) -> Iterator[Path]:
             # only the worktree added above (its folder and its record): --force drops its temporary changes
             _git("worktree", "remove", "--force", str(tree), cwd=repo)
         shutil.rmtree(holder, ignore_errors=True)  # the folder mkdtemp made for it, nothing else
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _recording(data: dict) -> Recording:
