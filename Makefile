@@ -67,8 +67,6 @@ runtime: $(RUNTIME_VENV)/.installed
 # Jobs' locks too (pipeline/locks/<job>.lock, Python 3.11 like their python:3.11-slim image): tools/pipeline_locks.py
 # writes each Job's top-level pins (<job>.in) from versions.pipeline_packages' defaults; tests/test_supply_chain.py
 # holds them equal.
-PIPELINE_JOBS := dataset model-huggingface model-modelscope
-
 lock: setup
 	$(PY) tools/pipeline_locks.py
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" && \
@@ -78,7 +76,8 @@ lock: setup
 	    --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --index-url https://pypi.org/simple \
 	    --output-file requirements.lock requirements.txt ) || exit 1; \
 	done && \
-	for job in $(PIPELINE_JOBS); do \
+	for spec in pipeline/locks/*.in; do \
+	  job=$$(basename "$$spec" .in); \
 	  ( cd pipeline/locks && PIP_CONFIG_FILE=/dev/null "$$tmp/bin/pip-compile" --quiet --generate-hashes \
 	    --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --index-url https://pypi.org/simple \
 	    --output-file "$$job.lock" "$$job.in" ) || exit 1; \
