@@ -64,12 +64,24 @@ def sandbox_scheduling(s: Settings) -> Scheduling:
 PSA_LEVELS = ("privileged", "baseline", "restricted")
 
 
-def pod_security_labels(enforce: str) -> dict[str, str]:
+def pod_security_version(s: Settings) -> str:
+    """The Pod Security Standards version the namespaces pin (`v<major>.<minor>`): the cluster's Kubernetes minor
+    (cluster.kubernetes_version), else the minor the manifests are validated against (cluster.schema_version), never
+    `latest`, which moves the rules under running pods when the control plane is upgraded (kubernetes.io "Enforce Pod
+    Security Standards by Configuring the Built-in Admission Controller": version label values are "latest" or "a
+    specific version like v1.35"; "... with Namespace Labels" pins v1.30 that way; docs/facts.md)."""
+    version = s.cluster.kubernetes_version or s.cluster.schema_version
+    major, minor = version.split(".")[:2]
+    return f"v{major}.{minor}"
+
+
+def pod_security_labels(enforce: str, s: Settings) -> dict[str, str]:
     if enforce not in PSA_LEVELS:
         raise ValueError(f"{enforce!r} is not a Pod Security Standard level ({', '.join(PSA_LEVELS)})")
-    return {"pod-security.kubernetes.io/enforce": enforce, "pod-security.kubernetes.io/enforce-version": "latest",
-            "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest",
-            "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/audit-version": "latest"}
+    version = pod_security_version(s)
+    return {"pod-security.kubernetes.io/enforce": enforce, "pod-security.kubernetes.io/enforce-version": version,
+            "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": version,
+            "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/audit-version": version}
 
 
 def restricted_container_security() -> dict:

@@ -81,7 +81,7 @@ def kuberay_namespace_manifest(s: Settings) -> dict:
     upstream chart's pod meets restricted (values.yaml securityContext at v1.7.0: non-root, no capabilities,
     RuntimeDefault seccomp, read-only root)."""
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": KUBERAY_NAMESPACE, "labels": pod_security_labels("restricted")}}
+            "metadata": {"name": KUBERAY_NAMESPACE, "labels": pod_security_labels("restricted", s)}}
 
 
 def kuberay_helm_values(s: Settings) -> dict:

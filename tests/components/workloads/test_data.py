@@ -78,7 +78,8 @@ def copy_pipeline(tmp_path):
 def test_configmap_carries_every_pipeline_file_and_is_named_by_their_digest():
     code = dj.pipeline_code()
     cm = dj.code_configmap_manifest(settings(), code)
-    on_disk = {p.name: p.read_text() for p in (REPO / "pipeline").glob("*.py")}
+    on_disk = {p.name: p.read_text() for p in [*(REPO / "pipeline").glob("*.py"),
+                                               *(REPO / "pipeline" / "locks").glob("*.lock")]}
     assert cm["data"] == on_disk
     assert {"__init__.py", "gsm8k.py", "stage_model.py"} <= set(cm["data"])
     assert cm["metadata"]["name"] == f"verl-pipeline-{code.digest[:10]}"
@@ -275,10 +276,10 @@ def test_access_key_auth_without_a_secret_name_is_an_error():
 
 
 # --------------------------------------------------------------------------------------------- Job spec
-def test_jobs_run_once_on_the_system_pool_as_the_rrsa_account_with_pinned_packages():
+def test_jobs_run_once_on_the_system_pool_as_the_rrsa_account_from_their_hash_lock():
     s = settings()
-    wanted = (dj.PIPELINE_IMPORTS["dataset"], dj.PIPELINE_IMPORTS["model-huggingface"])
-    for job, pkgs in zip(jobs(s), wanted, strict=True):
+    wanted = ("dataset", "model-huggingface")
+    for job, lock in zip(jobs(s), wanted, strict=True):
         spec = job["spec"]
         pod = spec["template"]["spec"]
         assert spec["backoffLimit"] == 2
@@ -290,8 +291,13 @@ def test_jobs_run_once_on_the_system_pool_as_the_rrsa_account_with_pinned_packag
         assert c["resources"]["requests"]["cpu"] == c["resources"]["limits"]["cpu"] == s.dataset.job_cpu
         assert c["resources"]["requests"]["memory"] == s.dataset.job_memory
         script = c["command"][2]
-        for pkg in pkgs:
-            assert f"{pkg}=={s.versions.pipeline_packages[pkg]}" in script
+        install = next(line for line in script.splitlines() if "pip install" in line)
+        # only the Job's lock, every file checked against it, nothing it does not pin, nothing built in the pod
+        assert install.endswith(f" -r {dj.CODE_ROOT}/pipeline/{lock}.lock")
+        for flag in ("--require-hashes", "--no-deps", "--only-binary :all:"):
+            assert flag in install
+        assert "==" not in install
+        assert f"{lock}.lock" in dj.pipeline_code().files  # mounted with the code
         assert c["image"] == s.versions.dataset_image
 
 
