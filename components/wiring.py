@@ -320,7 +320,7 @@ class DatasetFiles:
 
 # The module of the dataset Job per preset (pipeline/): its code is part of the cache key, so a change to how rows
 # are built stages the dataset again under a new prefix.
-PRESET_CONVERTERS = {"gsm8k": "gsm8k", "math": "task_dataset", "code": "task_dataset"}
+PRESET_CONVERTERS = {"gsm8k": "gsm8k", "math": "task_dataset", "code": "task_dataset", "hub": "task_dataset"}
 
 
 @functools.cache
@@ -356,6 +356,10 @@ def dataset_cache_key(s: Settings) -> str:
     ident = f"{p.hub_id}:{config}:train{d.train_subset}:test{d.test_subset}:{_converter_digest(PRESET_CONVERTERS[name])}"
     if single_turn(s) != (not p.tools):  # the rows name another agent loop than the preset's own
         ident += f":single_turn={single_turn(s)}"
+    hub = s.task.dataset.hub
+    if hub is not None:  # a hub dataset's rows are your script's: its content, function, revision and splits
+        script = hashlib.sha256(resolve_task_path(hub.script).read_bytes()).hexdigest()
+        ident += f":{hub.function}:{script}:{hub.revision or ''}:{sorted(hub.splits.items())}"
     return hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 

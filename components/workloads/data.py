@@ -39,6 +39,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import PIPELINE_IMPORTS, REPO_ROOT, Settings
+from components.config.task import resolve_task_path
 from components.model import preset_of
 from components.wiring import (
     PRESET_CONVERTERS,
@@ -75,6 +76,9 @@ SINGLE_TURN_AGENT = "single_turn_agent"
 CONFIGMAP_LIMIT = 900 * 1024
 DATASET_SCRATCH = "4Gi"
 PART_OF = {"app.kubernetes.io/part-of": "verl-ack"}
+# A hub dataset's conversion script (task.dataset.hub.script), mounted from a ConfigMap of its own.
+TASK_SCRIPT_DIR = f"{CODE_ROOT}/task-script"
+TASK_SCRIPT_FILE = "task_script.py"
 
 
 # --------------------------------------------------------------------------------------------- code
@@ -293,12 +297,44 @@ def dataset_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, 
         ]
         if "hf" in tokens:
             env.append(_token_env("HF_TOKEN", "hf"))
-        return _job(s, code, component="dataset", module=f"pipeline.{PRESET_CONVERTERS[name]}", lock="dataset",
-                    env=env,
-                    scratch={"emptyDir": {"sizeLimit": DATASET_SCRATCH}}, service_account=service_account,
-                    extra_resources={"ephemeral-storage": DATASET_SCRATCH})
+        hub = s.task.dataset.hub
+        if hub is not None:  # your conversion script, from its own ConfigMap (task_script_configmap_manifest)
+            env += [{"name": "HUB_SCRIPT", "value": f"{TASK_SCRIPT_DIR}/{TASK_SCRIPT_FILE}"},
+                    {"name": "HUB_FUNCTION", "value": hub.function},
+                    {"name": "HUB_SPLITS", "value": ",".join(f"{k}:{v}" for k, v in sorted(hub.splits.items()))},
+                    {"name": "HUB_DATA_SOURCE", "value": hub.data_source},
+                    *([{"name": "DATASET_REVISION", "value": hub.revision}] if hub.revision else [])]
+        job = _job(s, code, component="dataset", module=f"pipeline.{PRESET_CONVERTERS[name]}", lock="dataset",
+                   env=env,
+                   scratch={"emptyDir": {"sizeLimit": DATASET_SCRATCH}}, service_account=service_account,
+                   extra_resources={"ephemeral-storage": DATASET_SCRATCH})
+        if hub is not None:
+            pod = job["spec"]["template"]["spec"]
+            pod["volumes"].append({"name": "task-script", "configMap": {
+                "name": task_script_configmap_name(s), "defaultMode": 0o444}})
+            pod["containers"][0]["volumeMounts"].append(
+                {"name": "task-script", "mountPath": TASK_SCRIPT_DIR, "readOnly": True})
+        return job
 
     return _named(_slug(preset.hub_id.split("/")[-1]), build, s, code, storage)
+
+
+def task_script(s: Settings) -> Optional[str]:
+    """The text of a hub dataset's conversion script (task.dataset.hub.script), or None."""
+    hub = s.task.dataset.hub
+    return resolve_task_path(hub.script).read_text(encoding="utf-8") if hub is not None else None
+
+
+def task_script_configmap_name(s: Settings) -> str:
+    """Named by the script's content, like the code ConfigMap: a changed script is a new ConfigMap and a new Job."""
+    return f"verl-task-script-{hashlib.sha256((task_script(s) or '').encode()).hexdigest()[:10]}"
+
+
+def task_script_configmap_manifest(s: Settings) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": task_script_configmap_name(s), "namespace": s.job.namespace,
+                         "labels": {"app.kubernetes.io/name": "verl-pipeline", **PART_OF}},
+            "immutable": True, "data": {TASK_SCRIPT_FILE: task_script(s)}}
 
 
 def model_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, service_account: str,
@@ -393,12 +429,14 @@ class DataJobs(pulumi.ComponentResource):
 
         self.code_config_map = k8s.core.v1.ConfigMap(
             f"{name}-code", **resource_kwargs(code_configmap_manifest(s, code)), opts=child(in_namespace))
+        script = [k8s.core.v1.ConfigMap(f"{name}-task-script", **resource_kwargs(task_script_configmap_manifest(s)),
+                                        opts=child(in_namespace))] if s.task.dataset.hub is not None else []
 
         # A Job's pod needs: its namespace and RRSA service account (identity), the code ConfigMap and token
         # Secret it mounts, nodes (cluster.ready), the pod identity webhook that injects the RRSA variables at pod
         # creation, and the disk CSI for the model Job's scratch disk. Pulumi waits for completion, bounded by the
         # Job's own activeDeadlineSeconds plus a margin for scheduling and image pulls.
-        needs = [*identity.resources, self.code_config_map, *token_secret, *args.cluster.ready,
+        needs = [*identity.resources, self.code_config_map, *script, *token_secret, *args.cluster.ready,
                  *args.cluster.addons.pod_identity, *args.cluster.addons.csi]
         wait = pulumi.CustomTimeouts(create=f"{s.dataset.active_deadline_seconds // 60 + 5}m",
                                      update=f"{s.dataset.active_deadline_seconds // 60 + 5}m")
