@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from components.config import Settings
-from components.wiring import sandbox_scheduling
+from components.wiring import sandbox_scheduling, task_tools
 
 SANDBOXSET_API_VERSION = "agents.kruise.io/v1alpha1"
 
@@ -128,10 +128,13 @@ def memory_gib(quantity: str) -> float:
 def pool_size(s: Settings) -> PoolSize:
     """Every in-flight `run_code_once` claims one warm sandbox (and the pool refills after), so the pool covers
     one rollout step's worth of concurrent calls: train_batch_size x rollout_n trajectories, each with up to
-    max_parallel_calls tool calls at once. Fewer warm sandboxes make the extra claims create pods on demand
-    (seconds each); the cap bounds what the system pool must hold."""
+    max_parallel_calls code-tool calls at once, plus one reward call each when the task's reward runs its tests in
+    the sandboxes (task.reward.sandbox). Fewer warm sandboxes make the extra claims create pods on demand (seconds
+    each); the cap bounds what the system pool must hold."""
     t, sb = s.training, s.sandbox
-    demand = t.train_batch_size * t.rollout_n * t.max_parallel_calls
+    trajectories = t.train_batch_size * t.rollout_n
+    demand = trajectories * (t.max_parallel_calls if "code" in task_tools(s) else 0) + \
+        (trajectories if s.task.reward_kind == "sandbox" else 0)
     host = sb.dedicated_pool or s.system_pool
     return PoolSize(
         demand=demand,
