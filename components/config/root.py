@@ -195,6 +195,16 @@ class Settings(Strict):
             yield "job.submission_mode", (
                 f"job.submission_mode SidecarMode needs KubeRay >= 1.5.0 but versions.kuberay is "
                 f"{self.versions.kuberay}; use K8sJobMode or upgrade KubeRay")
+        # Every RayJob authenticates Ray's job API with a token (authOptions.mode token; docs/training.md "Ray token
+        # authentication"): KubeRay has the field from 1.5.1 and refuses mode token below Ray 2.52.0.
+        if self.kind != "platform" and self.versions.kuberay_tuple() < (1, 5, 1):
+            yield "versions.kuberay", (
+                f"versions.kuberay {self.versions.kuberay}: every RayJob sets authOptions.mode token (Ray's job API "
+                "runs any command on the GPU nodes), which KubeRay has from 1.5.1; upgrade KubeRay")
+        if self.kind != "platform" and tuple(int(x) for x in self.versions.ray.split(".")[:3]) < (2, 52, 0):
+            yield "versions.ray", (
+                f"versions.ray {self.versions.ray}: every RayJob sets authOptions.mode token, which KubeRay refuses "
+                "below Ray 2.52.0; use an image with Ray >= 2.52.0 and set versions.ray to its version")
         if self.job.pre_running_deadline_seconds is not None and self.versions.kuberay_tuple() < (1, 6, 0):
             yield "job.pre_running_deadline_seconds", (
                 f"job.pre_running_deadline_seconds needs KubeRay >= 1.6.0 (versions.kuberay is {self.versions.kuberay}); "
