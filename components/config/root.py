@@ -231,8 +231,14 @@ class Settings(Strict):
         if lj is not None and self.owns_gpu_pool() and self.gpu_pool.nodes > 1 and lj.security_group_id is None:
             yield "gpu_pool.lingjun.security_group_id", (
                 "a multi-node Lingjun pool needs gpu_pool.lingjun.security_group_id (and ray_admit_cidrs): its Ray pods "
-                "use the host network, so the head's unauthenticated job API (8265), GCS (6379) and client port (10001) "
-                "would be open to the whole VPC; give the Lingjun nodes' security group so the program restricts them")
+                "use the host network, so the head's job API (8265), GCS (6379) and client port (10001) would be open "
+                "to the whole VPC; give the Lingjun nodes' security group so the program restricts them")
+        elif (lj is not None and self.owns_gpu_pool() and lj.terway_exclusive_eni and lj.security_group_id is None):
+            yield "gpu_pool.lingjun.security_group_id", (
+                "a Lingjun pool in Terway exclusive-ENI mode needs gpu_pool.lingjun.security_group_id (and "
+                "ray_admit_cidrs): NetworkPolicy does not cover exclusive-ENI pods, so the Ray pods' job API (8265), "
+                "GCS (6379) and client port (10001) answer whatever their ENI's security group admits; give the Lingjun "
+                "nodes' security group so the program restricts them")
         if self.gpu_pool.kind == "lingjun" and self.kind != "experiment" and not net.vpc_id:
             yield "cluster.network.vpc_id", (
                 "gpu_pool.kind=lingjun needs cluster.network.vpc_id, node_vswitch_ids and pod_vswitch_ids: the Lingjun "
@@ -394,8 +400,8 @@ class Settings(Strict):
         if self.gpu_pool.lingjun is not None:
             for p in world_open_problems(
                     "gpu_pool.lingjun.ray_admit_cidrs", self.gpu_pool.lingjun.ray_admit_cidrs,
-                    "the security group accepts them on the Ray head's unauthenticated job API (8265), GCS (6379) and "
-                    "client port (10001) ahead of its drop rule"):
+                    "the security group accepts them on the Ray pods' job API (8265), GCS (6379), client port (10001), "
+                    "metrics (8080) and dashboard agent (52365) ahead of its drop rule"):
                 yield "gpu_pool.lingjun.ray_admit_cidrs", p
 
     @rule

@@ -1,9 +1,10 @@
 """Who may reach the job's Ray cluster and the MLflow server (pure manifest builders; the training and tracking
 components create them).
 
-Ray's job API and dashboard (8265), GCS (6379) and client server (10001) have no authentication, and the job API
-runs any command on the GPU nodes; MLflow (5000) accepts any write. So each gets an Ingress NetworkPolicy that
-admits only the pods that must reach it:
+Ray's job API and dashboard (8265), GCS (6379) and client server (10001) ask for the job's token (every RayJob sets
+`authOptions.mode: token`; training/rayjob.py), but the job API runs any command on the GPU nodes for whoever holds
+it; MLflow (5000) accepts any write. So each gets an Ingress NetworkPolicy that admits only the pods that must reach
+it:
 
 | target | from | ports |
 |---|---|---|
@@ -41,6 +42,40 @@ from components.wiring import MLFLOW_PORT, ray_namespace, ray_pods_use_rdma
 RAY_DASHBOARD_PORT = 8265
 RAY_GCS_PORT = 6379
 RAY_CLIENT_PORT = 10001
+RAY_METRICS_PORT = 8080  # DefaultMetricsPort: KubeRay sets metrics-export-port on every Ray pod
+RAY_DASHBOARD_AGENT_PORT = 52365  # DefaultDashboardAgentListenPort: set on every Ray pod (probes use it)
+# The ports a Ray pod listens on at a fixed number, by the rayStartParams key that moves each one, with the value it
+# has when the key is absent, and which pods listen (`head` or every Ray pod): GCS `port` (common/pod.go
+# GetHeadPort), `dashboard-port` (the dashboard and job API), `ray-client-server-port` (Ray client) on the head;
+# `metrics-export-port` and `dashboard-agent-listen-port` on every pod (common/pod.go setMissingRayStartParams).
+# Ray picks the raylet's, object manager's and workers' ports at random; token authentication covers those.
+RAY_PORT_PARAMS: dict[str, tuple[str, int]] = {
+    "port": ("head", RAY_GCS_PORT),
+    "dashboard-port": ("head", RAY_DASHBOARD_PORT),
+    "ray-client-server-port": ("head", RAY_CLIENT_PORT),
+    "metrics-export-port": ("all", RAY_METRICS_PORT),
+    "dashboard-agent-listen-port": ("all", RAY_DASHBOARD_AGENT_PORT),
+}
+
+
+def ray_listen_ports(rayjob_spec: dict) -> list[int]:
+    """Every fixed port the Ray pods of a RayJob's spec listen on (rendered or recorded), sorted: each group's
+    rayStartParams, with KubeRay's values where a key is absent. The security-group fence of a Lingjun pool
+    (components/cloud/nodepools.py) closes these; a test holds every stack's rendered RayJobs to it."""
+    cluster = rayjob_spec.get("rayClusterSpec") or {}
+    groups = [("head", cluster.get("headGroupSpec") or {})]
+    groups += [("worker", g) for g in cluster.get("workerGroupSpecs") or []]
+    ports: set[int] = set()
+    for role, group in groups:
+        params = group.get("rayStartParams") or {}
+        for key, (who, default) in RAY_PORT_PARAMS.items():
+            if who == "all" or role == who:
+                ports.add(int(params.get(key, default)))
+    return sorted(ports)
+
+
+# What a RayJob that moves no port listens on: the ports the cloud layer fences before any RayJob exists.
+RAY_DEFAULT_PORTS = tuple(ray_listen_ports({"rayClusterSpec": {"headGroupSpec": {}}}))
 ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
 ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 # The Ray pods' own template label (components/workloads/training/rayjob.py gpu_pod_template).

@@ -211,13 +211,13 @@ def port_forward_commands(s: Settings) -> dict[str, str]:
     """kubectl commands for the two UIs that are deliberately not exposed, and the Ray job's token they need. KubeRay
     gives a RayJob's head a stable Service `<rayjob name>-head-svc` (utils.GenerateHeadServiceName for RayJobCRD) in
     the Ray pods' namespace, which follows the job across retries, unlike the generated RayCluster name. The Ray
-    dashboard and job API ask for the token (RayJob authOptions.mode token): `ray_job_token` exports it, then
+    dashboard and job API ask for the token (RayJob authOptions.mode token): `ray_auth_env` exports it, then
     `ray job list --address http://localhost:8265` (or the dashboard's token prompt) works through the forward."""
     head_svc = shlex.quote(f"svc/{s.job.name}-head-svc")
     out = {"ray_dashboard_port_forward":
            f"kubectl --kubeconfig kubeconfig -n {shlex.quote(ray_namespace(s))} port-forward {head_svc} "
            f"{RAY_DASHBOARD_PORT}:{RAY_DASHBOARD_PORT}",
-           "ray_job_token": ray_token_command(s)}
+           "ray_auth_env": ray_token_command(s)}
     if s.tracking.enabled:
         ns = shlex.quote(s.job.namespace)
         out["mlflow_port_forward"] = (f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{MLFLOW_SERVICE} "

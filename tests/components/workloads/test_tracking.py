@@ -145,7 +145,7 @@ def test_tracking_outputs_are_exported():
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_token_command_reads_kuberays_secret_of_the_jobs_ray_cluster_and_never_holds_a_token(stack):
     s = settings(stack)
-    cmd = tr.port_forward_commands(s)["ray_job_token"]
+    cmd = tr.port_forward_commands(s)["ray_auth_env"]
     ns = ray_namespace(s)
     assert cmd.startswith("export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=")
     # the RayCluster KubeRay made for this RayJob, and the Secret it labelled with that cluster's name
@@ -157,8 +157,8 @@ def test_the_token_command_reads_kuberays_secret_of_the_jobs_ray_cluster_and_nev
 
 def test_an_experiment_exports_the_token_command_with_its_port_forward():
     out = record("dev-grpo").outputs
-    assert out["ray_job_token"] == tr.port_forward_commands(settings("dev-grpo"))["ray_job_token"]
-    assert "ray_job_token" not in record("dev-platform").outputs
+    assert out["ray_auth_env"] == tr.port_forward_commands(settings("dev-grpo"))["ray_auth_env"]
+    assert "ray_auth_env" not in record("dev-platform").outputs
 
 
 def test_disabled_tracking_creates_no_server_and_exports_no_uri():
