@@ -121,7 +121,7 @@ class TrainingJob(pulumi.ComponentResource):
                 # The namespace must exist first.
                 opts=child(*in_namespace)))
 
-        # ---- who may reach the Ray cluster (its job API runs code on the GPU nodes, unauthenticated); created before
+        # ---- who may reach the Ray cluster (its job API runs code on the GPU nodes for whoever holds the token); created before
         # the RayJob so no Ray pod ever runs unguarded
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-ray-ingress", **resource_kwargs(ray_network_policy_manifest(s)),

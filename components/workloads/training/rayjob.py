@@ -100,7 +100,7 @@ def _pod_security(rdma: bool, run_as_non_root: bool) -> tuple[dict, dict]:
 
 def ray_pod_security(s: Settings, rdma: bool) -> tuple[dict, dict]:
     """(pod securityContext, container securityContext) of the Ray pods, which run the job API and GCS of an
-    unauthenticated Ray cluster and the model's rollouts: no capability, the runtime's seccomp profile, no privilege
+    token-authenticated Ray cluster and the model's rollouts: no capability, the runtime's seccomp profile, no privilege
     escalation; the built image (USER 1000) must run as non-root. RDMA is the one exception: memory registration
     needs IPC_LOCK and SYS_RESOURCE, which Kubernetes makes effective only for uid 0 (docs/image.md), so those pods
     run as root with exactly those two."""
