@@ -18,7 +18,6 @@ from components.cloud.account_checks import check_lingjun
 from components.cloud.network import NetworkRefs
 from components.config import Settings
 from components.config.cloud import EXCLUSIVE_ENI_LABEL, LINGJUN_NODE_POOL_DOC
-from components.workloads.network_policies import RAY_DEFAULT_PORTS
 from components.wiring import (
     GPU_TAINT_KEY,
     SANDBOX_TAINT_KEY,
@@ -27,6 +26,7 @@ from components.wiring import (
     sandbox_scheduling,
     system_scheduling,
 )
+from components.workloads.network_policies import RAY_DEFAULT_PORTS
 
 GPUS_PER_NODE_LABEL = "verl-ack/gpus-per-node"
 GPU_MODEL_LABEL = "verl-ack/gpu-model"

@@ -32,10 +32,10 @@ from components.wiring import (
     ClusterRefs,
     StorageRefs,
     WorkloadIdentity,
+    ray_namespace,
     resource_kwargs,
     restricted_container_security,
     system_scheduling,
-    ray_namespace,
     tracking_uri,
 )
 from components.workloads.network_policies import RAY_DASHBOARD_PORT, mlflow_network_policy_manifest

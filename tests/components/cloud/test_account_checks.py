@@ -105,7 +105,8 @@ def test_a_real_preview_refuses_each_placeholder_naming_the_field_and_where_the_
     problems = refusal("dev-platform", tmp_path, offline=False)
     fields = [p.field for p in problems]
     assert fields == ["gpu_pool.lingjun.eflo_cluster_id", "gpu_pool.lingjun.eflo_node_group_id",
-                      "gpu_pool.lingjun.node_ids[0]", "gpu_pool.lingjun.security_group_id", "cluster.network.vpc_id", "cluster.network.node_vswitch_ids[0]",
+                      "gpu_pool.lingjun.node_ids[0]", "gpu_pool.lingjun.security_group_id", "cluster.network.vpc_id",
+                      "cluster.network.node_vswitch_ids[0]",
                       "cluster.network.node_vswitch_ids[1]", "cluster.network.pod_vswitch_ids[0]",
                       "cluster.network.pod_vswitch_ids[1]", "image.enterprise_instance_id", "image.digest",
                       "sandbox.domain", "sandbox.dns_zone"]
