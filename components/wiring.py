@@ -89,6 +89,11 @@ def ray_pods_use_rdma(s: Settings) -> bool:
     return s.gpu_pool.kind == "lingjun" and s.gpu_pool.nodes > 1
 
 
+# On the namespace the program creates for a job's Ray pods (components/cloud/identity.py): MLflow, which has no
+# authentication, admits Ray pods only from namespaces carrying it (network_policies.mlflow_network_policy_manifest).
+TRACKING_CLIENT_LABEL = "verl-ack/tracking-client"
+
+
 def ray_namespace(s: Settings) -> str:
     """Where the Ray pods (and what they mount or run as) live: a namespace of their own when they need
     `privileged` (job.ray_namespace, default `<job.namespace>-ray`), so nothing else runs without enforcement;

@@ -11,8 +11,12 @@ it:
 | Ray pods of the job (head, workers) | each other (`ray_peers`) | all (GCS, raylets, object manager, NCCL) |
 | | the K8sJobMode submitter pod | 8265 |
 | | the KubeRay operator (it polls the job's status on the dashboard; HTTPMode submits there) | 8265 |
-| MLflow | Ray pods in any namespace (an experiment's job runs beside the platform's; RDMA Ray pods in their own) | 5000 |
+| MLflow | Ray pods in namespaces labelled `verl-ack/tracking-client: "true"`, which the program sets on the namespace it creates for a job's Ray pods (an experiment's job runs beside the platform's; RDMA Ray pods in their own) | 5000 |
 | | on the host network (multi-node Lingjun): the GPU nodes' CIDRs (`ray_peers`) | 5000 |
+
+and, where the job downloads nothing at start (`job_needs_internet`), an Egress policy that lets its Ray pods reach
+only DNS, each other, MLflow, the sandbox manager's MCP port and the cloud's in-region endpoints
+(`ray_egress_policy_manifest`).
 
 Ray pods carry their template labels `app.kubernetes.io/name: verl-trainer` and `verl-ack/rayjob: <job>` (one
 RayJob's pods: a sweep's variants share a namespace, and each variant's GCS, dashboard and job API admit only its own
@@ -35,8 +39,11 @@ qualifies, not only Ray; the policy that *selects* Ray pods does not apply to th
 
 from __future__ import annotations
 
+import yaml
+
 from components.config import Settings
-from components.wiring import MLFLOW_PORT, ray_namespace, ray_pods_use_rdma
+from components.wiring import MLFLOW_PORT, MLFLOW_SERVICE, TRACKING_CLIENT_LABEL, ray_namespace, ray_pods_use_rdma
+from components.workloads.sandbox.manifests import METADATA_CIDR, manager_selector
 
 # KubeRay v1.7.0 utils/constant.go.
 RAY_DASHBOARD_PORT = 8265
@@ -148,6 +155,12 @@ def ray_network_policy_manifest(s: Settings) -> dict:
     }
 
 
+def tracking_client_namespaces() -> dict:
+    """The namespaces whose Ray pods may reach MLflow: those the program created for a job's Ray pods and labelled
+    (components/cloud/identity.py), an experiment's included; not every namespace of the cluster."""
+    return {"matchLabels": {TRACKING_CLIENT_LABEL: "true"}}
+
+
 def mlflow_network_policy_manifest(s: Settings, server_labels: dict[str, str]) -> dict:
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -156,7 +169,56 @@ def mlflow_network_policy_manifest(s: Settings, server_labels: dict[str, str]) -
         "spec": {
             "podSelector": {"matchLabels": dict(server_labels)},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": ray_peers(s, namespace_selector={}),
+            "ingress": [{"from": ray_peers(s, namespace_selector=tracking_client_namespaces()),
                          "ports": [{"protocol": "TCP", "port": MLFLOW_PORT}]}],
         },
+    }
+
+
+# --------------------------------------------------------------------------------------------- Ray pods' egress
+# Alibaba Cloud's in-region service endpoints (OSS `-internal`, STS over the VPC for RRSA) answer on the shared range
+# 100.64.0.0/10, which also holds the ECS metadata service (100.100.100.200: the node's RAM credentials), excepted
+# (components/workloads/sandbox/manifests.py ALWAYS_BLOCKED names the same ranges; docs/uncertain-facts.md).
+CLOUD_SERVICES_CIDR = "100.64.0.0/10"
+RUNTIME_ENV_INSTALLERS = ("pip", "uv", "conda")  # Ray runtime_env fields that download packages when the job starts
+
+
+def job_needs_internet(rayjob_spec: dict) -> bool:
+    """Whether a RayJob (rendered or recorded) downloads anything from the internet: its runtime env installs packages
+    at start (the official image's pip list); the built image ships everything, the model and data come from OSS."""
+    env = yaml.safe_load(rayjob_spec.get("runtimeEnvYAML") or "") or {}
+    return any(env.get(k) for k in RUNTIME_ENV_INSTALLERS)
+
+
+def ray_egress_policy_manifest(s: Settings, rayjob_spec: dict) -> dict | None:
+    """Default-deny egress for the Ray pods of a job that needs no internet (job_needs_internet), admitting only what
+    the job reaches: cluster DNS, its own Ray pods (GCS, raylets, object manager, NCCL), MLflow (5000), the sandbox
+    manager's MCP port, and the cloud's in-region endpoints (OSS, STS) except the metadata service. None where the job
+    installs packages at start. Ray pods call no Kubernetes API (automountServiceAccountToken: false), and image pulls
+    and OSS mounts are the node's, not the pod's. Like every policy here it binds only pods NetworkPolicy covers (not
+    host-network or Terway exclusive-ENI pods; docs/cloud.md)."""
+    if job_needs_internet(rayjob_spec):
+        return None
+    j = s.job
+    egress: list[dict] = [
+        {"to": [{"namespaceSelector": _namespace_selector("kube-system")}],
+         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+        {"to": ray_peers(s, labels=ray_job_pod_labels(j.name))},
+        {"to": [{"ipBlock": {"cidr": CLOUD_SERVICES_CIDR, "except": [METADATA_CIDR]}}],
+         "ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 80}]},
+    ]
+    if s.tracking.enabled:  # the platform's MLflow, in whichever namespace it runs
+        egress.append({"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {
+            "app.kubernetes.io/name": MLFLOW_SERVICE, **PART_OF}}}],
+            "ports": [{"protocol": "TCP", "port": MLFLOW_PORT}]})
+    if s.sandbox.enabled:  # run_code_once's MCP calls reach the manager pods behind the MCP Service
+        egress.append({"to": [{"namespaceSelector": _namespace_selector(s.sandbox.namespace),
+                               "podSelector": {"matchLabels": manager_selector(s)}}],
+                       "ports": [{"protocol": "TCP", "port": s.sandbox.mcp_port}]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{j.name}-ray-egress", "namespace": ray_namespace(s), "labels": dict(PART_OF)},
+        "spec": {"podSelector": {"matchLabels": ray_job_pod_labels(j.name)}, "policyTypes": ["Egress"],
+                 "egress": egress},
     }
