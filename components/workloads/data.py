@@ -34,6 +34,7 @@ import pulumi_kubernetes as k8s
 from components.config import PIPELINE_IMPORTS, REPO_ROOT, Settings
 from components.model import preset_of
 from components.wiring import (
+    REPLACE_UNREADY,
     RERUN_FAILED_JOB,
     ClusterRefs,
     StorageRefs,
@@ -214,7 +215,8 @@ def _job(s: Settings, code: PipelineCode, *, component: str, module: str, pins: 
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "", "namespace": s.job.namespace, "labels": dict(labels)},
+        "metadata": {"name": "", "namespace": s.job.namespace, "labels": dict(labels),
+                     "annotations": dict(REPLACE_UNREADY)},  # a failed Job runs again on the next `up`
         "spec": spec,
     }
 
@@ -365,7 +367,7 @@ class DataJobs(pulumi.ComponentResource):
         staged = {what: e for what, e in cache.items() if not e.needs_job}
         self.dataset_job: Optional[k8s.batch.v1.Job] = None if "dataset" in staged else k8s.batch.v1.Job(
             f"{name}-dataset", **resource_kwargs(dataset_job_manifest(s, code, args.storage, sa, tokens)),
-            opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # a failed Job runs again next `up`
+            opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # name fixed for its spec: delete first
         self.model_job: Optional[k8s.batch.v1.Job] = None if "model" in staged else k8s.batch.v1.Job(
             f"{name}-model", **resource_kwargs(model_job_manifest(s, code, args.storage, sa, tokens)),
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))

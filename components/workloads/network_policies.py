@@ -11,7 +11,8 @@ it:
 | Ray pods of the job (head, workers) | each other (`ray_peers`) | all (GCS, raylets, object manager, NCCL) |
 | | the K8sJobMode submitter pod | 8265 |
 | | the KubeRay operator (it polls the job's status on the dashboard; HTTPMode submits there) | 8265 |
-| MLflow | Ray pods in namespaces labelled `verl-ack/tracking-client: "true"`, which the program sets on the namespace it creates for a job's Ray pods (an experiment's job runs beside the platform's; RDMA Ray pods in their own) | 5000 |
+| MLflow | Ray pods in namespaces labelled `verl-ack/tracking-client: "true"` (set on the namespace the program | 5000 |
+| | creates for a job's Ray pods: an experiment's, beside the platform's; RDMA Ray pods' own) | |
 | | on the host network (multi-node Lingjun): the GPU nodes' CIDRs (`ray_peers`) | 5000 |
 
 and, where the job downloads nothing at start (`job_needs_internet`), an Egress policy that lets its Ray pods reach
