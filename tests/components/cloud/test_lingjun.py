@@ -89,7 +89,7 @@ def test_a_lingjun_pool_admits_the_ray_ports_only_from_the_gpu_nodes_and_the_pod
 
 
 def test_a_single_node_exclusive_eni_lingjun_pool_without_the_nodes_security_group_is_refused():
-    with pytest.raises(SettingsError, match="exclusive-ENI mode needs gpu_pool.lingjun.security_group_id"):
+    with pytest.raises(SettingsError, match="exclusive-ENI pods"):
         settings_of("dev", {"gpu_pool": {"lingjun": {"security_group_id": None, "ray_admit_cidrs": []}}})
 
 
