@@ -473,3 +473,32 @@ def test_every_recorded_rayjob_of_every_stack_authenticates_with_a_token_and_fit
         manifest = {k: job.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         assert manifest["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}, job.urn
         assert crd_errors(manifest) == [], job.urn
+
+
+def _token_literals(value, where: str = "") -> list[str]:
+    """Where a rendered value could carry a Ray token: an env var RAY_AUTH_TOKEN with a literal value, or an
+    `auth_token` key (KubeRay's Secret key) with one, anywhere (pod env, ConfigMaps, Secrets, chart values)."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        if value.get("name") == "RAY_AUTH_TOKEN" and "value" in value:
+            out.append(f"{where}: env RAY_AUTH_TOKEN")
+        if "auth_token" in value:
+            out.append(f"{where}.auth_token")
+        for k, v in value.items():
+            out += _token_literals(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _token_literals(v, f"{where}[{i}]")
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_ray_token_is_rendered_anywhere_in_any_stack(stack):
+    """The token lives in KubeRay's Secret only: no resource input and no stack output carries one."""
+    rec = record(stack)
+    for r in rec.resources:
+        assert _token_literals(r.inputs) == [], r.urn
+    assert _token_literals(rec.outputs) == []
+    if "ray_auth_env" in rec.outputs:  # the command reads the Secret at run time
+        assert 'RAY_AUTH_TOKEN="$(' in rec.outputs["ray_auth_env"]
+    assert _token_literals({"env": [{"name": "RAY_AUTH_TOKEN", "value": "x"}]}) == [".env[0]: env RAY_AUTH_TOKEN"]
