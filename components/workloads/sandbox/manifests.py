@@ -209,7 +209,10 @@ def sandbox_pod_template(s: Settings) -> dict:
     def envd_mount() -> list[dict]:
         return [{"name": ENVD_VOLUME, "mountPath": ENVD_DIR}]
 
-    resources = {"cpu": sb.cpu, "memory": sb.memory}
+    resources = {"cpu": sb.cpu, "memory": sb.memory, "ephemeral-storage": sb.ephemeral_storage}
+    # The envd sidecar writes nothing but what it copies into the emptyDir (which counts against the pod, bounded by
+    # the volume's sizeLimit); its own layer and logs get the same bound.
+    init_storage = {"ephemeral-storage": sb.envd_volume_size}
     spec: dict = {
         # Model-written code runs here: no API credentials, no Service environment variables to discover.
         "automountServiceAccountToken": False,
@@ -225,11 +228,12 @@ def sandbox_pod_template(s: Settings) -> dict:
             "image": v.sandbox_runtime_image,
             "imagePullPolicy": "IfNotPresent",
             # A native sidecar (restartPolicy Always on an init container, Kubernetes >= 1.29): it provides envd
-            # under ENVD_DIR for the sandbox's postStart hook. It runs no user code, so it gets no limits of its
-            # own, as in the tutorial.
+            # under ENVD_DIR for the sandbox's postStart hook. It runs no user code, so it gets no CPU or memory
+            # limits of its own, as in the tutorial; its disk is bounded like every sandbox container's.
             "restartPolicy": "Always",
             "env": envd_env(),
             "volumeMounts": envd_mount(),
+            "resources": {"requests": dict(init_storage), "limits": dict(init_storage)},
             "securityContext": init_security_context,
         }],
         "containers": [{
@@ -245,11 +249,13 @@ def sandbox_pod_template(s: Settings) -> dict:
                 "initialDelaySeconds": 1, "periodSeconds": 2, "timeoutSeconds": 1,
                 "failureThreshold": 20, "successThreshold": 1,
             },
-            # requests = limits: a sandbox cannot take more than it reserved, whatever the code does.
+            # requests = limits: a sandbox cannot take more CPU, memory or local disk than it reserved, whatever the
+            # code does; past its ephemeral-storage limit the kubelet evicts this pod alone.
             "resources": {"requests": dict(resources), "limits": dict(resources)},
             "securityContext": sandbox_security_context,
         }],
-        "volumes": [{"name": ENVD_VOLUME, "emptyDir": {}}],
+        # Bounded: a pod whose emptyDir grows past sizeLimit is evicted, not its neighbours (the node's disk).
+        "volumes": [{"name": ENVD_VOLUME, "emptyDir": {"sizeLimit": sb.envd_volume_size}}],
     }
     if sb.runtime_class:
         # e.g. `runv`: ACK Sandboxed-Container gives each sandbox its own kernel in a lightweight VM.

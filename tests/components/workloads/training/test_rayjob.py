@@ -25,7 +25,7 @@ from components.workloads.training.rayjob import (
     rayjob_manifest,
     runtime_env_yaml,
 )
-from tests.conftest import OFFICIAL_IMAGE, stack_settings
+from tests.conftest import OFFICIAL_IMAGE, STACKS, record, stack_settings
 from tests.crd import RAYJOB_CRD
 from tests.crd import crd_errors as shared_crd_errors
 from tests.snapshot import assert_text_snapshot
@@ -336,6 +336,34 @@ def test_sidecar_mode_is_refused_for_a_kuberay_that_lacks_it():
         settings_for("dev", {"versions": {"kuberay": "1.4.0"}, "job": {"pre_running_deadline_seconds": None}})
 
 
+def test_a_rayjob_without_token_authentication_is_refused():
+    _, manifest = build("dev")
+    del manifest["spec"]["rayClusterSpec"]["authOptions"]
+    _refused(manifest, r"authOptions.mode must be token")
+    _, manifest = build("dev")
+    manifest["spec"]["rayClusterSpec"]["authOptions"]["mode"] = "disabled"
+    _refused(manifest, r"authOptions.mode must be token")
+
+
+def test_token_authentication_is_refused_below_kuberay_1_5_1_and_ray_2_52():
+    _, manifest = build("dev", {"job": {"submission_mode": "K8sJobMode"}})
+    manifest["spec"].pop("preRunningDeadlineSeconds", None)  # a KubeRay 1.6 field, refused first
+    _refused(manifest, r"authOptions needs KubeRay >= 1.5.1 but versions.kuberay is 1.5.0", kuberay="1.5.0")
+    manifest["spec"]["rayClusterSpec"]["rayVersion"] = "2.51.1"
+    _refused(manifest, r"needs Ray >= 2.52.0 .*versions.ray is 2.51.1")
+    with pytest.raises(SettingsError, match=r"versions.ray 2.51.1: every RayJob sets authOptions.mode token"):
+        settings_for("dev", {"versions": {"ray": "2.51.1"}})
+    with pytest.raises(SettingsError, match=r"versions.kuberay 1.5.0: every RayJob sets authOptions.mode token"):
+        settings_for("dev", {"versions": {"kuberay": "1.5.0"}, "job": {"pre_running_deadline_seconds": None}})
+
+
+def test_the_rayjob_names_no_token_secret_so_kuberay_makes_one_no_one_else_knows(stack_name):
+    _, manifest = build(stack_name)
+    assert manifest["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}
+    text = yaml.safe_dump(manifest)
+    assert "RAY_AUTH_TOKEN" not in text and "auth_token" not in text, "KubeRay injects the token from its Secret"
+
+
 def test_pre_running_deadline_is_refused_before_kuberay_1_6():
     _, manifest = build("dev", {"job": {"submission_mode": "K8sJobMode"}})
     _refused(manifest, r"preRunningDeadlineSeconds needs KubeRay >= 1.6.0", kuberay="1.5.1")
@@ -436,3 +464,41 @@ def test_dev_entrypoint_matches_itsassert_text_snapshot():
 def test_dev_rayjob_manifest_matches_itsassert_text_snapshot():
     _, manifest = build("dev")
     assert_text_snapshot("dev.rayjob.yaml", yaml.safe_dump(manifest, sort_keys=False, width=120))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_recorded_rayjob_of_every_stack_authenticates_with_a_token_and_fits_the_crd(stack):
+    """Over what the program hands the engine (experiments and every sweep variant included), not the builder."""
+    for job in record(stack).by_type("kubernetes:ray.io/v1:RayJob"):
+        manifest = {k: job.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        assert manifest["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}, job.urn
+        assert crd_errors(manifest) == [], job.urn
+
+
+def _token_literals(value, where: str = "") -> list[str]:
+    """Where a rendered value could carry a Ray token: an env var RAY_AUTH_TOKEN with a literal value, or an
+    `auth_token` key (KubeRay's Secret key) with one, anywhere (pod env, ConfigMaps, Secrets, chart values)."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        if value.get("name") == "RAY_AUTH_TOKEN" and "value" in value:
+            out.append(f"{where}: env RAY_AUTH_TOKEN")
+        if "auth_token" in value:
+            out.append(f"{where}.auth_token")
+        for k, v in value.items():
+            out += _token_literals(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _token_literals(v, f"{where}[{i}]")
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_ray_token_is_rendered_anywhere_in_any_stack(stack):
+    """The token lives in KubeRay's Secret only: no resource input and no stack output carries one."""
+    rec = record(stack)
+    for r in rec.resources:
+        assert _token_literals(r.inputs) == [], r.urn
+    assert _token_literals(rec.outputs) == []
+    if "ray_auth_env" in rec.outputs:  # the command reads the Secret at run time
+        assert 'RAY_AUTH_TOKEN="$(' in rec.outputs["ray_auth_env"]
+    assert _token_literals({"env": [{"name": "RAY_AUTH_TOKEN", "value": "x"}]}) == [".env[0]: env RAY_AUTH_TOKEN"]
