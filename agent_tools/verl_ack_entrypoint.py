@@ -17,9 +17,16 @@ What it does.
    verl's driver passes them to `ray.init`, Ray merges them into the job's runtime_env (worker.py
    `_merge_runtime_env`), so every Ray worker has them. verl's Tracking attaches to MLFLOW_RUN_ID
    (verl/utils/tracking.py) and the tools nest their runs under it; the job's runs are then known by id.
-2. Runs COMMAND (the fabric preflight, which execs verl, or verl itself) as a child and waits.
+0. With `--nodes` above 1: waits until every Ray node of the job is alive with its GPUs (`--gpus-per-node`), at
+   most `--node-wait-seconds` (the RayJob's pre-running deadline), logging the missing node by its worker group
+   every 30 s and failing the job with that message at the end. KubeRay's SidecarMode submitter waits only for the
+   head (kuberay v1.7.0 common/job.go `BuildJobSubmitCommand`); a worker that joins later would fail the preflight
+   or verl's GPU count.
+2. Runs COMMAND (the model prefetch's wait, the fabric preflight, verl: each execs the next) as a child and waits.
 3. On SIGTERM or SIGINT (Ray's `ray job stop` and the RayJob's deletion signal every process of the entrypoint;
    the preStop hook signals this one), passes SIGTERM to the child, gives it STOP_GRACE_SECONDS, then kills it.
+   The handler is set first; a stop that lands while the child is being started is passed on as soon as the
+   child exists, and one before it starts ends the job without starting it.
 4. Ends the runs: the trainer's and every tool run nested under it, FINISHED when the child exited 0, FAILED when
    it did not (a Python error, `os._exit`, SIGKILL, an OOM kill: verl's own `Tracking.finish` ends the run FINISHED
    even after an exception), KILLED when the job was stopped. MLflow trouble is logged and never changes the
@@ -124,6 +131,57 @@ def tracking_from(tool_config_path: Optional[str], environ: dict[str, str]) -> O
     return Tracking(uri, metrics["mlflow_experiment"], metrics["mlflow_parent_run"])
 
 
+# --------------------------------------------------------------------------------------------- the Ray nodes
+NODE_POLL_SECONDS = 2.0
+NODE_REPORT_SECONDS = 30.0
+
+
+def node_problems(nodes: list[dict], want: int, gpus_per_node: int, worker_group: str) -> list[str]:
+    """What keeps the job's Ray cluster from being whole (empty when every node is alive with its GPUs), naming
+    each node: by its address when it joined short of GPUs, by its worker group and pod label when it has not
+    joined (Ray knows nothing of a node before it joins)."""
+    alive = [n for n in nodes if n.get("Alive")]
+    problems = []
+    for n in alive:
+        gpus = (n.get("Resources") or {}).get("GPU", 0)
+        if gpus < gpus_per_node:
+            problems.append(f"node {n.get('NodeManagerAddress', n.get('NodeID', '?'))} has {gpus:g} of "
+                            f"{gpus_per_node} GPUs in Ray (its GPU plugin or `num-gpus`)")
+    if len(alive) < want:
+        joined = ", ".join(sorted(str(n.get("NodeManagerAddress", "?")) for n in alive)) or "none"
+        missing = want - len(alive)
+        problems.append(f"{missing} of {want} Ray node(s) not joined (joined: {joined}): the worker pod(s) of group "
+                        f"{worker_group} (`kubectl get pods -l ray.io/group={worker_group}`)")
+    return problems
+
+
+def wait_for_nodes(nodes_of: Any, want: int, gpus_per_node: int, worker_group: str, timeout: float,
+                   stopped: Any = lambda: False, sleep: Any = time.sleep, clock: Any = time.monotonic) -> list[str]:
+    """Poll the Ray cluster (`nodes_of()`: `ray.nodes()`) until `want` nodes are alive with `gpus_per_node` GPUs
+    each, the job is stopped, or `timeout` seconds pass; the problems left (empty: whole). KubeRay's SidecarMode
+    submitter waits only for the head's dashboard (kuberay v1.7.0 common/job.go BuildJobSubmitCommand), so without
+    this a worker that joins late fails the preflight or verl's own GPU count."""
+    deadline, reported = clock() + timeout, clock()
+    while True:
+        problems = node_problems(nodes_of(), want, gpus_per_node, worker_group)
+        if not problems or stopped() or clock() >= deadline:
+            return problems
+        if clock() - reported >= NODE_REPORT_SECONDS:
+            reported = clock()
+            log("waiting for the Ray cluster: " + "; ".join(problems))
+        sleep(NODE_POLL_SECONDS)
+
+
+def wait_for_ray_nodes(want: int, gpus_per_node: int, worker_group: str, timeout: float, stopped: Any) -> list[str]:
+    import ray
+
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False)
+    try:
+        return wait_for_nodes(ray.nodes, want, gpus_per_node, worker_group, timeout, stopped)
+    finally:
+        ray.shutdown()
+
+
 # --------------------------------------------------------------------------------------------- the job's runs
 def open_trainer_run(client: Any, tracking: Tracking, job: str) -> str:
     """The trainer's run, created before verl (which attaches to it through MLFLOW_RUN_ID): named as verl names it
@@ -177,13 +235,24 @@ class Supervisor:
         self.child: Optional[subprocess.Popen] = None
         self.stopped_by: Optional[int] = None
         self._stopped_at = 0.0
+        self._forwarded = False
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if self.stopped_by is None:
             self.stopped_by, self._stopped_at = signum, time.monotonic()
             log(f"received {signal.Signals(signum).name}: stopping the job")
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signal.SIGTERM)
+        self._forward()
+
+    def _forward(self) -> None:
+        """SIGTERM to the child once it exists and runs. Called from the handler and again right after the child
+        starts and on every poll: a stop that lands while `Popen` runs (the child exists, `self.child` is not set
+        yet) is passed on as soon as it is, never left to the grace's SIGKILL."""
+        if self.stopped_by is None or self._forwarded:
+            return
+        child = self.child
+        if child is not None and child.poll() is None:
+            self._forwarded = True
+            child.send_signal(signal.SIGTERM)
 
     def listen(self) -> None:
         """From the program's start: a stop while the trainer run is being created must not kill it unhandled."""
@@ -199,6 +268,7 @@ class Supervisor:
             log(f"could not start {self.command[0]}: {err}")
             return 127
         while True:
+            self._forward()
             try:
                 return self.child.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
@@ -249,6 +319,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="how long a stopped child may take to exit before it is killed")
     p.add_argument("--stop-wait-seconds", type=float, default=STOP_GRACE_SECONDS + 10,
                    help="--stop: how long to wait for the entrypoint's close-up")
+    p.add_argument("--nodes", type=int, default=1, help="Ray nodes of the job: more than 1 waits for all of "
+                   "them, alive with their GPUs, before COMMAND starts")
+    p.add_argument("--gpus-per-node", type=int, default=0, help="GPUs each Ray node must have")
+    p.add_argument("--worker-group", default="workers", help="the RayCluster's worker group (named in the message)")
+    p.add_argument("--node-wait-seconds", type=float, default=1800, help="how long to wait for the nodes (the "
+                   "RayJob's pre-running deadline)")
     args = p.parse_args(argv)
     if args.stop:
         return stop(args.pid_file, args.stop_wait_seconds)
@@ -258,6 +334,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     child_env = dict(os.environ)
     supervisor = Supervisor(command, child_env, grace=args.stop_grace_seconds)
     supervisor.listen()
+    if args.nodes > 1:
+        try:
+            problems = wait_for_ray_nodes(args.nodes, args.gpus_per_node, args.worker_group,
+                                          args.node_wait_seconds, lambda: supervisor.stopped_by is not None)
+        except Exception as err:  # noqa: BLE001 (Ray itself unreachable: the job cannot run)
+            problems = [f"could not read the Ray cluster's nodes ({type(err).__name__}: {err})"]
+        if supervisor.stopped_by is not None:
+            log("stopped while waiting for the Ray nodes: nothing started")
+            return exit_code(-supervisor.stopped_by)
+        if problems:
+            log(f"the Ray cluster is not whole after {args.node_wait_seconds:g} s: " + "; ".join(problems))
+            return 1
+        log(f"all {args.nodes} Ray nodes are alive with {args.gpus_per_node} GPU(s) each")
     job = job_id(child_env)
     tracking = tracking_from(args.tool_config, child_env)
     client, trainer_run = None, None

@@ -34,9 +34,11 @@ from typing import Any, Optional
 
 import yaml
 
+from components.cloud.registry import training_image
 from components.config import REPO_ROOT, Settings
 from components.model.layout import Layout, model_prefetch_gib
 from components.model.presets import preset_of
+from components.model.wait import derived_pre_running_deadline_seconds
 from components.wiring import mcp_url, set_dotted
 from components.workloads.training.prefetch import (
     PREFETCH_MODULE_FILE,
@@ -468,11 +470,32 @@ def verl_command(s: Settings, layout: Layout, overrides: Optional[list[tuple[str
             f"--config-name={TRAINER_CONFIG_NAME}", *(render_override(k, v) for k, v in pairs if k not in in_file)]
 
 
+# The RayCluster's one worker group (rayjob.py WORKER_GROUP; a test compares them): the entrypoint's node wait
+# names it when a worker has not joined.
+RAY_WORKER_GROUP = "gpu"
+
+
+def node_wait_seconds(s: Settings) -> int:
+    """How long the entrypoint waits for every Ray node: the RayJob's pre-running deadline (the stack's or the
+    derived one), past which KubeRay would fail a job whose Ray cluster is not Ready anyway."""
+    given = s.job.pre_running_deadline_seconds
+    return given if given is not None else derived_pre_running_deadline_seconds(s, training_image(s))
+
+
+def node_wait_words(s: Settings, layout: Layout) -> list[str]:
+    """The entrypoint's node wait (multi-node only: a single node is the head the entrypoint runs on)."""
+    if layout.nodes <= 1:
+        return []
+    return [f"--nodes={layout.nodes}", f"--gpus-per-node={layout.gpus_per_node}",
+            f"--worker-group={RAY_WORKER_GROUP}", f"--node-wait-seconds={node_wait_seconds(s)}"]
+
+
 def entrypoint_words(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> list[str]:
-    """The job's one program (agent_tools/verl_ack_entrypoint.py) with `verl_command` as its child: it gives the
-    job's MLflow runs their ids, runs the preflight and verl, ends every run in the state that tells the truth and
-    exits with verl's code. The tool config names the MLflow experiment and run when tracking is on."""
-    words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}"]
+    """The job's one program (agent_tools/verl_ack_entrypoint.py) with `verl_command` as its child: it waits for
+    every Ray node with its GPUs (multi-node), gives the job's MLflow runs their ids, runs the preflight and verl,
+    ends every run in the state that tells the truth and exits with verl's code. The tool config names the MLflow
+    experiment and run when tracking is on."""
+    words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}", *node_wait_words(s, layout)]
     if s.tracking.enabled:
         words.append(f"--tool-config={CONFIG_DIR}/{TOOL_CONFIG_FILE}")
     return [*words, "--", *verl_command(s, layout, overrides)]

@@ -436,3 +436,16 @@ def test_dev_entrypoint_matches_itsassert_text_snapshot():
 def test_dev_rayjob_manifest_matches_itsassert_text_snapshot():
     _, manifest = build("dev")
     assert_text_snapshot("dev.rayjob.yaml", yaml.safe_dump(manifest, sort_keys=False, width=120))
+
+
+def test_the_entrypoints_node_wait_names_the_worker_group_the_rayjob_renders():
+    from components.workloads.training.rayjob import WORKER_GROUP
+    from components.workloads.training.verl_config import RAY_WORKER_GROUP, node_wait_seconds
+
+    assert RAY_WORKER_GROUP == WORKER_GROUP
+    s, manifest = build("multinode")
+    assert manifest["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["groupName"] == RAY_WORKER_GROUP
+    words = manifest["spec"]["entrypoint"].split()
+    # Bounded by the pre-running deadline KubeRay enforces on the same Ray cluster.
+    assert f"--node-wait-seconds={manifest['spec']['preRunningDeadlineSeconds']}" in words
+    assert node_wait_seconds(s) == manifest["spec"]["preRunningDeadlineSeconds"]
