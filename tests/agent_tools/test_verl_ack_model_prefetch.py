@@ -184,3 +184,92 @@ def test_on_several_nodes_one_zero_cpu_task_pinned_to_each_node_reads_that_nodes
     assert calls == [{"node": "n1", "soft": False}, {"node": "n2", "soft": False}]
     assert states == {"10.0.0.1": ("failed", "no room"), "10.0.0.2": ("failed", "no room")}
     assert mp.wait_ray(str(dest), 3, 0.01) == {"ray": ("failed", "2 of 3 Ray nodes joined within 0.01 s")}
+
+
+# --------------------------------------------------------------------------------------------- a copier killed
+def _half_state(source: Path, dest: Path, step: str) -> None:
+    """What a copier killed at `step` leaves behind in the pod's directory."""
+    partial = Path(f"{dest}.partial")
+    keys = sorted(FILES)
+    if step == "copying":  # the first file half-written
+        (partial / keys[0]).parent.mkdir(parents=True, exist_ok=True)
+        (partial / keys[0]).write_bytes(FILES[keys[0]][:1])
+        return
+    target = dest if step in ("renamed", "writing its marker") else partial
+    for key in keys:
+        (target / key).parent.mkdir(parents=True, exist_ok=True)
+        (target / key).write_bytes((source / key).read_bytes())
+    if step == "writing its marker":
+        Path(f"{dest}.complete.tmp4242").write_text('{"files": [')
+
+
+STEPS = ["copying", "copied, not renamed", "renamed", "writing its marker"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_copier_restarted_after_a_kill_at_any_step_ends_in_a_usable_copy(tmp_path, step):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "M" / "key0"
+    _half_state(source, dest, step)
+    run = subprocess.run([sys.executable, str(PROGRAM), "copy", f"--source={source}", f"--dest={dest}", "--exit"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "FAILED" not in run.stderr, run.stderr
+    assert mp.local_state(str(dest))[0] == "complete"
+    for key, data in FILES.items():
+        assert (dest / key).read_bytes() == data
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["key0", "key0.complete"]  # no half state left
+    assert _wait(source, dest, tmp_path).stdout.splitlines()[-1] == f"actor_rollout_ref.model.path={dest}"
+
+
+def test_a_copy_renamed_but_damaged_before_its_marker_is_copied_again_not_trusted(tmp_path):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    _half_state(source, dest, "renamed")
+    (dest / "config.json").write_bytes(b"")
+    mp.copy_model(str(source), str(dest), log=lambda _: None)
+    assert (dest / "config.json").read_bytes() == FILES["config.json"]
+    assert mp.local_state(str(dest))[0] == "complete"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_copier_killed_at_any_step_and_never_restarted_sends_verl_to_the_oss_volume(tmp_path, step):
+    """The SidecarMode head never restarts a container: the copier's PID 1 outlives the killed copy (an OOM kill
+    is SIGKILL) and reports it, so the wait step falls back at once instead of the job failing."""
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    args = mp.parse(["copy", f"--source={source}", f"--dest={dest}", "--exit"])[0]
+    killed = [sys.executable, "-c", "import os, signal, sys\n"
+              "os.kill(os.getpid(), signal.SIGKILL)"]
+    _half_state(source, dest, step)
+    saved = signal.getsignal(signal.SIGTERM)
+    try:
+        mp.supervise_copy(args, killed)
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+    state, detail = mp.local_state(str(dest))
+    assert state == "failed" and "SIGKILL" in detail
+    run = _wait(source, dest, tmp_path)
+    assert run.returncode == 0 and run.stdout.splitlines()[-1] == f"actor_rollout_ref.model.path={source}"
+
+
+def test_a_failure_marker_that_cannot_be_written_still_leaves_the_copier_up(tmp_path, monkeypatch):
+    def refuse(*_a, **_k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(mp, "_write_atomic", refuse)
+    mp.report_failed(str(tmp_path / "copy" / "key0"), "/src", "boom")  # never raises
+    args = mp.parse(["copy", f"--source={tmp_path / 'none'}", f"--dest={tmp_path / 'copy' / 'key0'}", "--exit"])[0]
+    args.child = True
+    assert mp.run_copy(args) == 1  # the child reports and ends; its parent stays up (above)
+
+
+def test_the_copy_runs_as_the_oom_killers_first_choice_under_a_parent_that_stays(tmp_path):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    args = mp.parse(["copy", f"--source={source}", f"--dest={dest}", "--max-gib=1"])[0]
+    words = mp.child_words(args)
+    assert words[2:] == ["copy", f"--source={source}", f"--dest={dest}", "--child", "--max-gib=1.0"]
+    probe = [sys.executable, "-c", "import os; print(open('/proc/self/oom_score_adj').read().strip())"]
+    out = subprocess.run([sys.executable, "-c", (
+        "import sys, subprocess, time; sys.path.insert(0, sys.argv[1]); import verl_ack_model_prefetch as m\n"
+        "a = m.parse(['copy', '--source=/x', '--dest=' + sys.argv[2], '--exit'])[0]\n"
+        "m.supervise_copy(a, sys.argv[3:])"), str(PROGRAM.parent), str(dest), *probe],
+        capture_output=True, text=True, timeout=60)
+    if sys.platform.startswith("linux"):
+        # Written right after the child starts; the probe may read before the write lands, so either is the child.
+        assert out.stdout.strip() in {"1000", "0"}, out.stderr
