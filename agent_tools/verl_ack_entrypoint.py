@@ -33,6 +33,9 @@ What it does.
    exit status.
 5. Exits with the child's code (128 + N when signal N ended it).
 
+A run started from another run's checkpoint (`trainer.resume_mode=resume_path`) continues from its own newest
+checkpoint once it has one (`continuing_own_checkpoint`): a KubeRay retry after a lost node resumes where it stopped.
+
 Shipped in the job's ConfigMap; stdlib only, plus PyYAML and mlflow where tracking is on (the image's).
 """
 
@@ -106,6 +109,25 @@ def child_command(command: list[str], trainer_run: Optional[str], job: str) -> l
         return list(command)
     return [*command, f"{RUNTIME_ENV_OVERRIDE}.{TRAINER_RUN_ENV}='{trainer_run}'",
             f"{RUNTIME_ENV_OVERRIDE}.{JOB_ENV}='{job}'"]
+
+
+# verl's tracker file in trainer.default_local_dir (verl/utils/checkpoint/checkpoint_manager.py
+# get_checkpoint_tracker_filename): written after each complete checkpoint; resume_mode auto reads it.
+CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+RESUME_PATH = "trainer.resume_mode=resume_path"
+
+
+def continuing_own_checkpoint(command: list[str], exists: Any = os.path.isfile) -> tuple[list[str], Optional[str]]:
+    """A run that branches from another's checkpoint (`trainer.resume_mode=resume_path`) continues from its own
+    newest checkpoint once it has one (a KubeRay retry after a lost node, or a rerun): resume_mode becomes `auto`,
+    which reads trainer.default_local_dir's tracker file. Returns the command and the directory it continues from
+    (None: unchanged)."""
+    if RESUME_PATH not in command:
+        return list(command), None
+    own = [w.split("=", 1)[1] for w in command if w.startswith("trainer.default_local_dir=")]
+    if not own or not exists(os.path.join(own[-1], CHECKPOINT_TRACKER)):
+        return list(command), None
+    return ["trainer.resume_mode=auto" if w == RESUME_PATH else w for w in command], own[-1]
 
 
 @dataclass(frozen=True)
@@ -364,6 +386,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except OSError as err:
         log(f"could not write {args.pid_file} ({err}); the preStop hook cannot stop this job gracefully")
 
+    command, own = continuing_own_checkpoint(command)
+    if own is not None:
+        log(f"{own} holds this run's own checkpoint: continuing from its newest step (resume_mode auto), not from "
+            "training.resume_from")
     supervisor.command = child_command(command, trainer_run, job)
     try:
         returncode = supervisor.run()

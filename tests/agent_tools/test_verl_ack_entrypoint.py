@@ -444,3 +444,19 @@ def test_on_a_late_worker_the_entrypoint_starts_the_preflight_only_once_every_no
         for s_, h in saved.items():
             signal.signal(s_, h)
     assert rc == 0 and seen_at_start == [4]
+
+
+def test_a_branched_run_continues_from_its_own_newest_checkpoint_once_it_has_one(tmp_path):
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    own = tmp_path / "ckpt" / "p" / "e"
+    command = ["python3", "-m", "verl.trainer.main_ppo", "trainer.resume_mode=resume_path",
+               "trainer.resume_from_path=/mnt/oss/checkpoints/p/other/global_step_40", f"trainer.default_local_dir={own}"]
+    # The first attempt: nothing of its own yet, so it starts from the branch point.
+    assert entry.continuing_own_checkpoint(command) == (command, None)
+    own.mkdir(parents=True)
+    (own / entry.CHECKPOINT_TRACKER).write_text("20")
+    # A retry (or rerun) after its own step 20: verl's auto mode reads that tracker.
+    continued, where = entry.continuing_own_checkpoint(command)
+    assert where == str(own) and "trainer.resume_mode=auto" in continued and entry.RESUME_PATH not in continued
+    plain = [w for w in command if "resume" not in w]
+    assert entry.continuing_own_checkpoint(plain) == (plain, None)

@@ -46,7 +46,7 @@ from components.workloads.training.prefetch import (
     model_read_dir,
     prefetch_wait_words,
 )
-from components.workloads.training.volumes import checkpoint_dir, dataset_paths
+from components.workloads.training.volumes import checkpoint_dir, dataset_paths, oss_volumes
 
 CONFIG_DIR = "/etc/verl-ack/config"  # the ConfigMap mount in every Ray pod (also on PYTHONPATH)
 MCP_DIR = "/etc/verl-ack/mcp"  # the MCP servers Secret mount
@@ -446,14 +446,38 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
         o.append(("trainer.total_training_steps", t.total_training_steps))
     o += [
         ("trainer.total_epochs", t.total_epochs),
-        ("trainer.val_before_train", t.val_before_train),
+        # verl reads val_only only inside its val_before_train block (trainer/ppo/v1/trainer_base.py fit).
+        ("trainer.val_before_train", t.val_before_train or t.val_only),
         # Absolute, on the shared read-write OSS volume: every actor rank writes its shard there, and a rerun
         # resumes from it (resume_mode=auto). Matches <checkpoints_prefix><project>/<experiment>/ in the bucket.
         ("trainer.default_local_dir", checkpoint_dir(s)),
     ]
+    o += run_start_overrides(s)
     if t.max_actor_ckpt_to_keep is not None:
         o.append(("trainer.max_actor_ckpt_to_keep", t.max_actor_ckpt_to_keep))
     return o + list_overrides(s)
+
+
+def resume_from_dir(s: Settings) -> str | None:
+    """training.resume_from seen through the checkpoint volume (trainer.resume_from_path), None when unset."""
+    key = s.training.resume_from
+    return None if key is None else oss_volumes(s)["checkpoints"].path_of(key)
+
+
+def run_start_overrides(s: Settings) -> list[tuple[str, Any]]:
+    """Where the run starts and whether it trains: a branch from another run's checkpoint (`resume_path`; the
+    trainer file's `auto` otherwise, which continues this experiment's newest checkpoint) and the evaluation-only
+    run (trainer.val_only)."""
+    t = s.training
+    out: list[tuple[str, Any]] = []
+    path = resume_from_dir(s)
+    if path is not None:
+        # The entrypoint turns this back into `auto` once this run has a checkpoint of its own (a retry or a
+        # rerun continues its newest step, not the branch point): agent_tools/verl_ack_entrypoint.py.
+        out += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", path)]
+    if t.val_only:
+        out.append(("trainer.val_only", True))
+    return out
 
 
 def verl_command(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> list[str]:
