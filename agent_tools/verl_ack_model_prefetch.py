@@ -88,6 +88,19 @@ def staged_files(source: str) -> list[dict]:
     return [{"key": str(f["key"]), "size": int(f["size"])} for f in files]
 
 
+def listed_files(source: str) -> list[dict]:
+    """`--list-source`: the files under a model directory the user put in the bucket (model.source: oss), which no
+    staging Job marked; its config.json must be there."""
+    if not os.path.isfile(os.path.join(source, "config.json")):
+        raise RuntimeError(f"{source} holds no config.json: not a Hugging Face model directory (model.path)")
+    files = []
+    for root, _dirs, names in os.walk(source):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            files.append({"key": os.path.relpath(path, source), "size": os.path.getsize(path)})
+    return sorted(files, key=lambda f: f["key"])
+
+
 def local_state(dest: str, files: Optional[list[dict]] = None) -> tuple[str, str]:
     """("complete" | "failed" | "pending", detail) of one pod's copy."""
     try:
@@ -115,12 +128,13 @@ def local_state(dest: str, files: Optional[list[dict]] = None) -> tuple[str, str
         return "pending", "copying"
 
 
-def copy_model(source: str, dest: str, max_bytes: Optional[int] = None, log: Callable[[str], None] = print) -> dict:
+def copy_model(source: str, dest: str, max_bytes: Optional[int] = None, log: Callable[[str], None] = print,
+               list_source: bool = False) -> dict:
     """Copy the staged model at `source` into `dest` (see the module docstring). Returns the copy's marker.
     `max_bytes`: the copy's budget, checked before anything is copied (the pages count against this container's
     memory limit, and a tmpfs without a size shows the node's memory as free)."""
     dest = dest.rstrip("/")
-    files = staged_files(source)
+    files = listed_files(source) if list_source else staged_files(source)
     state, detail = local_state(dest, files)
     if state == "complete":
         log(f"model-prefetch: {dest} is complete already ({detail})")
@@ -188,7 +202,8 @@ def report_failed(dest: str, source: str, reason: str) -> None:
 def copy_child(args: argparse.Namespace) -> int:
     """The copy itself (`copy --child`): any error is reported as `<dest>.failed`."""
     try:
-        copy_model(args.source, args.dest, None if args.max_gib is None else int(args.max_gib * 2**30))
+        copy_model(args.source, args.dest, None if args.max_gib is None else int(args.max_gib * 2**30),
+                   list_source=args.list_source)
         return 0
     except Exception as err:  # noqa: BLE001 (any failure is reported to `wait`, which falls back to the source)
         report_failed(args.dest, args.source, f"{type(err).__name__}: {err}")
@@ -198,7 +213,8 @@ def copy_child(args: argparse.Namespace) -> int:
 def child_words(args: argparse.Namespace) -> list[str]:
     words = [sys.executable, os.path.abspath(__file__), "copy", f"--source={args.source}", f"--dest={args.dest}",
              "--child"]
-    return words + ([f"--max-gib={args.max_gib}"] if args.max_gib is not None else [])
+    return (words + ([f"--max-gib={args.max_gib}"] if args.max_gib is not None else [])
+            + (["--list-source"] if args.list_source else []))
 
 
 def supervise_copy(args: argparse.Namespace, words: Optional[list[str]] = None) -> None:
@@ -331,6 +347,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    "copied")
     c.add_argument("--exit", action="store_true", help="exit after the copy (tests) instead of waiting for SIGTERM")
     c.add_argument("--child", action="store_true", help="the copy process the container's PID 1 supervises")
+    c.add_argument("--list-source", action="store_true", help="copy every file under --source (a model the user "
+                   "put in the bucket, model.source: oss) instead of the staging marker's list")
     w.add_argument("--nodes", type=int, default=1, help="Ray nodes of the job (more than 1: Ray tasks per node)")
     w.add_argument("--timeout-seconds", type=float, default=1800, help="then read the source instead")
     args = p.parse_args(argv)

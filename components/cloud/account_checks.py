@@ -4,7 +4,9 @@ sources and refuse a stack that cannot succeed, naming the field and the fix.
 Each check is an invoke (a read; `pulumi preview` runs invokes) made with the explicit provider of the stack's
 region. Checked: every zone exists in the region and is sold; an ECS GPU pool's zone sells one of its instance
 types; the sandbox's DNS zone is hosted in Alibaba Cloud DNS; the ACR Enterprise instance exists (and serves the
-registry host named); ACK's service roles are authorised; an existing bucket is this account's.
+registry host named); ACK's service roles are authorised; an existing bucket is this account's; where the
+bucket exists before the stack, a `model.source: oss` prefix holds a model (config.json and weights) and
+training.resume_from holds a checkpoint.
 
 Lingjun machines have no data source in pulumi-alicloud 4.0.0 (eflo has only get_subnets and get_vpds), so a stack
 that owns a Lingjun pool READS them as resources instead (`eflo.NodeGroup.get`, `eflo.Node.get`; check_lingjun):
@@ -129,12 +131,59 @@ def account_problems(s: Settings, provider: pulumi.ProviderResource) -> list[Pro
             problems.append(Problem(field="cluster", message=f"ACK's service roles {', '.join(missing)} are not "
                                     "authorised in this account, so ACK cannot create the cluster: authorise them "
                                     f"once with the account owner ({ACK_ROLES_CONSOLE}; docs/real-cloud.md)"))
+    problems += run_start_problems(s, opts)
     if s.kind != "experiment" and s.storage.mode == "existing":
         name = s.storage.bucket_name
         if name not in set(alicloud.oss.get_buckets(name_regex=f"^{re.escape(name)}$", opts=opts).names or []):
             problems.append(Problem(field="storage.bucket_name", message=f"storage.mode is existing but {name} is not "
                                     "a bucket of this account; create it first or use storage.mode: new"))
     return problems
+
+
+# A Hugging Face model directory: its config and at least one weights file (safetensors, or PyTorch's .bin).
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def model_prefix_problems(keys: list[str], path: str) -> list[str]:
+    """What a `model.source: oss` prefix lacks to be loaded as a Hugging Face model (empty when it has it)."""
+    here = [k[len(path):] for k in keys if k.startswith(path)]
+    missing = []
+    if "config.json" not in here:
+        missing.append("config.json")
+    if not any(k.endswith(WEIGHT_SUFFIXES) and "/" not in k for k in here):
+        missing.append("weights (*.safetensors or *.bin)")
+    return missing
+
+
+def bucket_before_stack(s: Settings) -> bool:
+    """Whether the stack's bucket exists before this preview, so its objects can be listed: an experiment's is its
+    platform's, and `storage.mode: existing` names one."""
+    return s.kind == "experiment" or s.storage.mode == "existing"
+
+
+def run_start_problems(s: Settings, opts: pulumi.InvokeOptions) -> list[Problem]:
+    """Where the run starts, read from the bucket (alicloud.oss.get_bucket_objects, a ListObjects read): the model of
+    `model.source: oss` is a loadable model directory, and training.resume_from holds a checkpoint."""
+    if not bucket_before_stack(s):
+        return []
+    out: list[Problem] = []
+    bucket = s.storage.bucket_name
+    if s.model.source == "oss" and s.model.path is not None:
+        keys = [o.key for o in alicloud.oss.get_bucket_objects(bucket_name=bucket, key_prefix=s.model.path,
+                                                              opts=opts).objects or []]
+        missing = model_prefix_problems(keys, s.model.path)
+        if missing:
+            out.append(Problem(field="model.path", message=f"oss://{bucket}/{s.model.path} holds no {' and no '.join(missing)} "
+                               f"({len(keys)} object(s) under it): it is not a Hugging Face model directory; upload "
+                               "the model there (config.json, *.safetensors, tokenizer files) or fix model.path"))
+    resume = s.training.resume_from
+    if resume is not None:
+        found = alicloud.oss.get_bucket_objects(bucket_name=bucket, key_prefix=f"{resume}actor/", opts=opts).objects
+        if not found:
+            out.append(Problem(field="training.resume_from", message=f"oss://{bucket}/{resume} holds no actor "
+                               "checkpoint (no object under actor/): name a global_step_N/ folder a run completed "
+                               "(teardown.py lists them) or remove training.resume_from"))
+    return out
 
 
 def check_account(s: Settings, provider: pulumi.ProviderResource) -> None:

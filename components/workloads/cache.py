@@ -59,6 +59,11 @@ def cache_entries(s: Settings, provider: Optional[pulumi.ProviderResource]) -> d
     out = {}
     for what in STAGED:
         prefix = staged_prefix(s, what)
+        if what == "model" and s.model.source == "oss":
+            # The user's own model in the bucket: nothing to stage (the preview checked the prefix holds a model
+            # where it can: components/cloud/account_checks.py model_prefix_problems).
+            out[what] = CacheEntry(what, prefix, prefix, True)
+            continue
         marker = completion_marker(prefix)
         done = None
         if checked_before_job(s) and provider is not None:
