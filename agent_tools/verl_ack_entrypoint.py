@@ -130,6 +130,22 @@ def continuing_own_checkpoint(command: list[str], exists: Any = os.path.isfile) 
     return ["trainer.resume_mode=auto" if w == RESUME_PATH else w for w in command], own[-1]
 
 
+def record_run(record_dir: str, hparams: list[str]) -> Optional[str]:
+    """The run's create-only hyperparameters beside its checkpoints, one empty file `<name>=<value>` each, written
+    only when the folder holds none (the first run under these names; a rerun or retry keeps the first record, which
+    the preview compares a rerun's settings with). Returns what was done, for the log; never raises."""
+    try:
+        if os.path.isdir(record_dir) and os.listdir(record_dir):
+            return None
+        os.makedirs(record_dir, exist_ok=True)
+        for item in hparams:
+            with open(os.path.join(record_dir, item), "w", encoding="utf-8"):
+                pass
+        return f"recorded {len(hparams)} hyperparameter(s) in {record_dir}"
+    except OSError as err:
+        return f"could not record the run's hyperparameters in {record_dir} ({err}); a changed rerun is not refused"
+
+
 @dataclass(frozen=True)
 class Tracking:
     uri: str
@@ -341,6 +357,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="how long a stopped child may take to exit before it is killed")
     p.add_argument("--stop-wait-seconds", type=float, default=STOP_GRACE_SECONDS + 10,
                    help="--stop: how long to wait for the entrypoint's close-up")
+    p.add_argument("--record-dir", default=None, help="where the run records its create-only hyperparameters")
+    p.add_argument("--hparam", action="append", default=[], help="NAME=VALUE, one per create-only hyperparameter")
     p.add_argument("--nodes", type=int, default=1, help="Ray nodes of the job: more than 1 waits for all of "
                    "them, alive with their GPUs, before COMMAND starts")
     p.add_argument("--gpus-per-node", type=int, default=0, help="GPUs each Ray node must have")
@@ -386,6 +404,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except OSError as err:
         log(f"could not write {args.pid_file} ({err}); the preStop hook cannot stop this job gracefully")
 
+    if args.record_dir:
+        done = record_run(args.record_dir, args.hparam)
+        if done:
+            log(done)
     command, own = continuing_own_checkpoint(command)
     if own is not None:
         log(f"{own} holds this run's own checkpoint: continuing from its newest step (resume_mode auto), not from "

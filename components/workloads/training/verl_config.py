@@ -46,7 +46,7 @@ from components.workloads.training.prefetch import (
     model_read_dir,
     prefetch_wait_words,
 )
-from components.workloads.training.volumes import checkpoint_dir, dataset_paths, oss_volumes
+from components.workloads.training.volumes import checkpoint_dir, dataset_paths, model_dir, oss_volumes
 
 CONFIG_DIR = "/etc/verl-ack/config"  # the ConfigMap mount in every Ray pod (also on PYTHONPATH)
 MCP_DIR = "/etc/verl-ack/mcp"  # the MCP servers Secret mount
@@ -514,12 +514,47 @@ def node_wait_words(s: Settings, layout: Layout) -> list[str]:
             f"--worker-group={RAY_WORKER_GROUP}", f"--node-wait-seconds={node_wait_seconds(s)}"]
 
 
+# The run's record beside its checkpoints: one empty object per create-only hyperparameter,
+# `<checkpoint prefix>verl-ack-run/<setting>=<value>`, written by the entrypoint when the folder has none. A rerun
+# with the same project and experiment names continues the newest checkpoint there (resume_mode auto); the preview
+# lists the record and refuses the rerun when one of these changed (components/cloud/account_checks.py).
+RUN_RECORD_DIR = "verl-ack-run"
+
+
+def create_only_hyperparameters(s: Settings) -> dict[str, str]:
+    """What a continued run cannot change without mixing two experiments in one checkpoint folder: the model and
+    dataset (by their content addresses; a path would not be one plain word) and the optimisation hyperparameters.
+    The step counts, frequencies and retention may change (that is how a run is extended)."""
+    t = s.training
+
+    def digest(text: str) -> str:
+        return "sha256-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    values: dict[str, Any] = {
+        # The prefix the weights are read from (hub, repo and revision are in a staged prefix's name); the pod's
+        # copy path is not used, as the prefetch setting changes it.
+        "model": digest(model_dir(s)), "dataset": digest(" ".join(dataset_paths(s))),
+        "training.algorithm": t.algorithm, "training.lr": t.lr, "training.train_batch_size": t.train_batch_size,
+        "training.ppo_mini_batch_size": t.ppo_mini_batch_size, "training.rollout_n": t.rollout_n,
+        "training.max_prompt_length": t.max_prompt_length, "training.max_response_length": t.max_response_length,
+        "training.use_kl_loss": t.use_kl_loss, "training.kl_loss_coef": t.kl_loss_coef,
+        "training.kl_loss_type": t.kl_loss_type, "training.entropy_coeff": t.entropy_coeff,
+        "training.loss_agg_mode": t.loss_agg_mode,
+    }
+    return {k: _scalar(k, v) for k, v in values.items()}
+
+
+def record_words(s: Settings) -> list[str]:
+    return [f"--record-dir={checkpoint_dir(s)}/{RUN_RECORD_DIR}",
+            *(f"--hparam={k}={v}" for k, v in create_only_hyperparameters(s).items())]
+
+
 def entrypoint_words(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> list[str]:
     """The job's one program (agent_tools/verl_ack_entrypoint.py) with `verl_command` as its child: it waits for
     every Ray node with its GPUs (multi-node), gives the job's MLflow runs their ids, runs the preflight and verl,
     ends every run in the state that tells the truth and exits with verl's code. The tool config names the MLflow
     experiment and run when tracking is on."""
-    words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}", *node_wait_words(s, layout)]
+    words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}", *node_wait_words(s, layout), *record_words(s)]
     if s.tracking.enabled:
         words.append(f"--tool-config={CONFIG_DIR}/{TOOL_CONFIG_FILE}")
     return [*words, "--", *verl_command(s, layout, overrides)]

@@ -123,3 +123,50 @@ def test_the_copier_lists_a_model_directory_no_staging_job_marked(tmp_path):
     (source / "config.json").unlink()
     with pytest.raises(RuntimeError, match="no config.json"):
         mp.copy_model(str(source), str(tmp_path / "copy2"), log=lambda _: None, list_source=True)
+
+
+# --------------------------------------------------------------------------------------------- rerun of the same names
+def _record(s) -> list[str]:
+    from components.cloud.account_checks import CHECKPOINT_TRACKER
+    from components.wiring import checkpoint_key_prefix
+    from components.workloads.training.verl_config import RUN_RECORD_DIR, create_only_hyperparameters
+
+    prefix = checkpoint_key_prefix(s)
+    return [prefix + CHECKPOINT_TRACKER, prefix + "global_step_20/actor/model_world_size_8_rank_0.pt",
+            *(f"{prefix}{RUN_RECORD_DIR}/{k}={v}" for k, v in create_only_hyperparameters(s).items())]
+
+
+def test_a_rerun_of_the_same_names_continues_when_nothing_create_only_changed():
+    raw = json.loads(json.dumps(stack_settings(EXPERIMENT)))
+    s = parse_settings(raw)
+    _, rec = render(raw, _record(s))
+    assert "trainer.resume_mode=resume_path" not in rec.by_type("kubernetes:ray.io/v1:RayJob")[0].inputs["spec"][
+        "entrypoint"]  # the trainer file's auto: the newest step under the names
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"training": {"lr": 3e-6}}, "training.lr"),
+    ({"training": {"rollout_n": 4}}, "training.rollout_n"),
+    ({"model": {"source": "oss", "path": SFT}}, "model"),
+])
+def test_a_rerun_that_changed_a_create_only_hyperparameter_is_refused_naming_it(change, field):
+    raw = json.loads(json.dumps(stack_settings(EXPERIMENT)))
+    first = parse_settings(raw)
+    for section, values in change.items():
+        raw.setdefault(section, {}).update(values)
+    keys = _record(first) + [SFT + k for k in LOADABLE]
+    with pytest.raises(SettingsError) as err:
+        render(raw, keys)
+    assert f"{field}: {field} is" in str(err.value) and "training.experiment_name" in str(err.value)
+    # A new experiment name is a new folder: no refusal.
+    raw.setdefault("training", {})["experiment_name"] = "branch-2"
+    render(raw, keys)
+
+
+def test_the_entrypoint_records_the_first_runs_hyperparameters_once(tmp_path):
+    from agent_tools import verl_ack_entrypoint as entry
+
+    record = tmp_path / "ckpt" / "verl-ack-run"
+    assert "recorded 2" in entry.record_run(str(record), ["training.lr=1e-06", "model=sha256-abc"])
+    assert entry.record_run(str(record), ["training.lr=3e-06"]) is None  # a rerun keeps the first record
+    assert sorted(p.name for p in record.iterdir()) == ["model=sha256-abc", "training.lr=1e-06"]
