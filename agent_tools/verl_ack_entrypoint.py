@@ -130,11 +130,15 @@ def continuing_own_checkpoint(command: list[str], exists: Any = os.path.isfile) 
     return ["trainer.resume_mode=auto" if w == RESUME_PATH else w for w in command], own[-1]
 
 
-def record_run(record_dir: str, hparams: list[str]) -> Optional[str]:
+def record_run(record_dir: str, hparams: list[str], volume: Optional[str] = None,
+               is_mount: Any = os.path.ismount) -> Optional[str]:
     """The run's create-only hyperparameters beside its checkpoints, one empty file `<name>=<value>` each, written
     only when the folder holds none (the first run under these names; a rerun or retry keeps the first record, which
-    the preview compares a rerun's settings with). Returns what was done, for the log; never raises."""
+    the preview compares a rerun's settings with) and only onto the checkpoint volume (`volume` mounted: outside a
+    pod nothing is written onto the machine's own disk). Returns what was done, for the log; never raises."""
     try:
+        if volume is not None and not is_mount(volume):
+            return f"{volume} is not mounted: the run's hyperparameters are not recorded"
         if os.path.isdir(record_dir) and os.listdir(record_dir):
             return None
         os.makedirs(record_dir, exist_ok=True)
@@ -359,6 +363,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="--stop: how long to wait for the entrypoint's close-up")
     p.add_argument("--record-dir", default=None, help="where the run records its create-only hyperparameters")
     p.add_argument("--hparam", action="append", default=[], help="NAME=VALUE, one per create-only hyperparameter")
+    p.add_argument("--record-volume", default=None, help="the checkpoint volume's mount: record only onto it")
     p.add_argument("--nodes", type=int, default=1, help="Ray nodes of the job: more than 1 waits for all of "
                    "them, alive with their GPUs, before COMMAND starts")
     p.add_argument("--gpus-per-node", type=int, default=0, help="GPUs each Ray node must have")
@@ -405,7 +410,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         log(f"could not write {args.pid_file} ({err}); the preStop hook cannot stop this job gracefully")
 
     if args.record_dir:
-        done = record_run(args.record_dir, args.hparam)
+        done = record_run(args.record_dir, args.hparam, args.record_volume)
         if done:
             log(done)
     command, own = continuing_own_checkpoint(command)

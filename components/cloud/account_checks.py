@@ -37,7 +37,7 @@ from pulumi.runtime import settings as psettings
 from components.config import PROJECT, Problem, Settings, SettingsError
 from components.config.placeholders import placeholders
 from components.wiring import checkpoint_key_prefix
-from components.workloads.training.verl_config import RUN_RECORD_DIR, create_only_hyperparameters
+from components.workloads.training.runs import RUN_RECORD_DIR, create_only_hyperparameters
 
 # The reads are named after the settings that hold their ids: a read of an id the account lacks fails the preview
 # with the engine's own "resource '<id>' does not exist" on that read's row (pulumi/pulumi pkg/resource/deploy/step.go
@@ -134,12 +134,15 @@ def account_problems(s: Settings, provider: pulumi.ProviderResource) -> list[Pro
             problems.append(Problem(field="cluster", message=f"ACK's service roles {', '.join(missing)} are not "
                                     "authorised in this account, so ACK cannot create the cluster: authorise them "
                                     f"once with the account owner ({ACK_ROLES_CONSOLE}; docs/real-cloud.md)"))
-    problems += run_start_problems(s, opts)
+    bucket_missing = False
     if s.kind != "experiment" and s.storage.mode == "existing":
         name = s.storage.bucket_name
         if name not in set(alicloud.oss.get_buckets(name_regex=f"^{re.escape(name)}$", opts=opts).names or []):
+            bucket_missing = True
             problems.append(Problem(field="storage.bucket_name", message=f"storage.mode is existing but {name} is not "
                                     "a bucket of this account; create it first or use storage.mode: new"))
+    if not bucket_missing:
+        problems += run_start_problems(s, opts)
     return problems
 
 

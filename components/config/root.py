@@ -23,6 +23,7 @@ from components.config.exposure import secret_value_problems, system_namespace_p
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.rules import Problems, rule
+from components.config.runs import run_start_problems
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
@@ -206,26 +207,7 @@ class Settings(Strict):
 
     @rule
     def _runs_and_checkpoints(self) -> Problems:
-        """Where a run starts from must be in the bucket the Ray pods mount (issue 41: docs/training.md)."""
-        st, m, t = self.storage, self.model, self.training
-        if m.source == "oss" and m.path is not None:
-            if not (m.path.startswith(st.models_prefix) or m.path.startswith(st.checkpoints_prefix)):
-                yield "model.path", (
-                    f"model.path {m.path!r} is under neither storage.models_prefix {st.models_prefix!r} nor "
-                    f"storage.checkpoints_prefix {st.checkpoints_prefix!r}, the two volumes the Ray pods read; copy "
-                    "the model under one of them")
-            if self.kind == "single" and st.mode == "new":
-                yield "model.source", (
-                    "model.source oss reads a model already in the bucket, but this stack creates its bucket "
-                    "(storage.mode: new), which holds nothing yet; use storage.mode: existing with the bucket that "
-                    "holds it, or an experiment stack on its platform's bucket")
-            if self.kind == "platform":
-                yield "model.source", "model.source oss is an experiment's setting; a platform stages no model"
-        if t.resume_from is not None and not t.resume_from.startswith(st.checkpoints_prefix):
-            yield "training.resume_from", (
-                f"training.resume_from {t.resume_from!r} is not under storage.checkpoints_prefix "
-                f"{st.checkpoints_prefix!r}, the checkpoint volume verl reads it through; name a global_step_N/ "
-                "folder there")
+        yield from run_start_problems(self)
 
     @rule
     def _cloud(self) -> Problems:

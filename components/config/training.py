@@ -297,7 +297,7 @@ class TrainingSettings(Strict):
         if self.total_training_steps == 0 and not self.val_only:
             raise ValueError("total_training_steps 0 trains nothing; set training.val_only: true to only evaluate, or "
                              "at least 1 step")
-        if self.resume_from is not None and not re.fullmatch(r".*/global_step_\d+/", self.resume_from):
+        if self.resume_from is not None and not re.fullmatch(r".*/global_step_[0-9]+/", self.resume_from):
             raise ValueError(f"resume_from {self.resume_from!r} must name one checkpoint folder, ending in "
                              "global_step_<N>/ (verl's resume_path reads the step from the name), e.g. "
                              "checkpoints/<project>/<experiment>/global_step_40/")

@@ -12,7 +12,7 @@ from components.config import Settings
 from components.model.layout import resolve_layout
 from components.wiring import checkpoint_key_prefix, model_path
 from components.workloads.training.run_spec import backoff_limit
-from components.workloads.training.verl_config import RUN_RECORD_DIR, create_only_hyperparameters
+from components.workloads.training.runs import RUN_RECORD_DIR, create_only_hyperparameters
 from offline.report.cost import training_steps, validation_passes
 from offline.report.latency import own_start_minutes, plan_critical_path
 from offline.report.latency.targets import gpu_price

@@ -129,7 +129,7 @@ def test_the_copier_lists_a_model_directory_no_staging_job_marked(tmp_path):
 def _record(s) -> list[str]:
     from components.cloud.account_checks import CHECKPOINT_TRACKER
     from components.wiring import checkpoint_key_prefix
-    from components.workloads.training.verl_config import RUN_RECORD_DIR, create_only_hyperparameters
+    from components.workloads.training.runs import RUN_RECORD_DIR, create_only_hyperparameters
 
     prefix = checkpoint_key_prefix(s)
     return [prefix + CHECKPOINT_TRACKER, prefix + "global_step_20/actor/model_world_size_8_rank_0.pt",
@@ -167,6 +167,13 @@ def test_the_entrypoint_records_the_first_runs_hyperparameters_once(tmp_path):
     from agent_tools import verl_ack_entrypoint as entry
 
     record = tmp_path / "ckpt" / "verl-ack-run"
-    assert "recorded 2" in entry.record_run(str(record), ["training.lr=1e-06", "model=sha256-abc"])
-    assert entry.record_run(str(record), ["training.lr=3e-06"]) is None  # a rerun keeps the first record
+    mounted = {"is_mount": lambda _: True}  # the pod's checkpoint volume
+    vol = str(tmp_path / "ckpt")
+    assert "recorded 2" in entry.record_run(str(record), ["training.lr=1e-06", "model=sha256-abc"], vol, **mounted)
+    assert entry.record_run(str(record), ["training.lr=3e-06"], vol, **mounted) is None  # a rerun keeps the first
     assert sorted(p.name for p in record.iterdir()) == ["model=sha256-abc", "training.lr=1e-06"]
+    # Outside a pod (the volume not mounted) nothing is written onto the machine's own disk.
+    elsewhere = tmp_path / "host" / "verl-ack-run"
+    assert "is not mounted" in entry.record_run(str(elsewhere), ["training.lr=1e-06"], str(tmp_path / "host"),
+                                                is_mount=lambda _: False)
+    assert not elsewhere.exists()

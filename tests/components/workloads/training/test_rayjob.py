@@ -442,7 +442,7 @@ def test_dev_rayjob_manifest_matches_itsassert_text_snapshot():
 
 def test_the_entrypoints_node_wait_names_the_worker_group_the_rayjob_renders():
     from components.workloads.training.rayjob import WORKER_GROUP
-    from components.workloads.training.verl_config import RAY_WORKER_GROUP, node_wait_seconds
+    from components.workloads.training.runs import RAY_WORKER_GROUP, node_wait_seconds
 
     assert RAY_WORKER_GROUP == WORKER_GROUP
     s, manifest = build("multinode")
