@@ -22,7 +22,8 @@ kept when every file has its listed size (its marker is written then), else remo
 `wait` (the first program of the Ray job, before the fabric preflight and verl) waits until every Ray node's copy is
 complete or failed: on one node it reads its own pod's directory; on several it runs one zero-CPU Ray task pinned
 to each node. When every node has its copy it execs COMMAND as it is (verl's `actor_rollout_ref.model.path` names
-the copy); when any node's copy failed or did not finish within `--timeout-seconds`, it rewrites that one override
+the copy); when any node's copy failed, did not finish within `--timeout-seconds` or could not be checked (Ray
+unreachable), it rewrites that one override
 to the source on the OSS volume, says why, and execs it: the prefetch can make the job faster, never fail it. All
 nodes read the same path either way.
 
@@ -322,10 +323,13 @@ def decide(states: dict[str, tuple[str, str]], command: list[str], dest: str, so
 
 
 def run_wait(args: argparse.Namespace, command: list[str]) -> None:
-    if args.nodes > 1:
-        states = wait_ray(args.dest, args.nodes, args.timeout_seconds)
-    else:
-        states = {"local": wait_local(args.dest, args.timeout_seconds)}
+    try:
+        if args.nodes > 1:
+            states = wait_ray(args.dest, args.nodes, args.timeout_seconds)
+        else:
+            states = {"local": wait_local(args.dest, args.timeout_seconds)}
+    except Exception as err:  # noqa: BLE001 (Ray or a node's read failed: the copy cannot be trusted, OSS can)
+        states = {"wait": ("failed", f"the copies could not be checked ({type(err).__name__}: {err})")}
     final = decide(states, command, args.dest, args.source, log=lambda m: print(m, flush=True))
     sys.stdout.flush()
     os.execvp(final[0], final)

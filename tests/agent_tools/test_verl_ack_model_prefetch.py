@@ -273,3 +273,46 @@ def test_the_copy_runs_as_the_oom_killers_first_choice_under_a_parent_that_stays
     if sys.platform.startswith("linux"):
         # Written right after the child starts; the probe may read before the write lands, so either is the child.
         assert out.stdout.strip() in {"1000", "0"}, out.stderr
+
+
+def test_a_wait_step_that_cannot_check_the_copies_sends_verl_to_the_oss_volume(monkeypatch, tmp_path):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    args = mp.parse(["wait", f"--source={source}", f"--dest={dest}", "--nodes=2", "--", "verl",
+                     f"actor_rollout_ref.model.path={dest}"])
+    execs: list[list[str]] = []
+
+    def broken(*_a):
+        raise ConnectionError("the Ray GCS is not reachable")
+    monkeypatch.setattr(mp, "wait_ray", broken)
+    monkeypatch.setattr(mp.os, "execvp", lambda _f, words: execs.append(words))
+    mp.run_wait(*args)
+    assert execs == [["verl", f"actor_rollout_ref.model.path={source}"]]
+
+
+def test_on_several_nodes_a_worker_that_joins_after_the_head_is_waited_for(monkeypatch, tmp_path):
+    dest = tmp_path / "copy" / "key0"
+    mp.copy_model(str(staged(tmp_path)), str(dest), log=lambda _: None)
+    polls = {"n": 0}
+
+    def nodes():
+        polls["n"] += 1
+        head = {"Alive": True, "NodeID": "n1", "NodeManagerAddress": "10.0.0.1"}
+        return [head] + ([{"Alive": True, "NodeID": "n2", "NodeManagerAddress": "10.0.0.2"}] if polls["n"] > 2 else [])
+
+    class Task:
+        def options(self, scheduling_strategy):
+            return self
+
+        def remote(self, *a):
+            return mp.wait_local(*a)
+
+    ray = types.SimpleNamespace(init=lambda **_: None, shutdown=lambda: None, nodes=nodes,
+                                remote=lambda **_: (lambda fn: Task()), get=lambda r: r)
+    strategies = types.SimpleNamespace(NodeAffinitySchedulingStrategy=lambda node_id, soft: None)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.util", types.SimpleNamespace(scheduling_strategies=strategies))
+    monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
+    monkeypatch.setattr(mp, "POLL_SECONDS", 0.01)
+    states = mp.wait_ray(str(dest), 2, 30)
+    assert polls["n"] == 3 and {ip: s for ip, (s, _) in states.items()} == {"10.0.0.1": "complete",
+                                                                           "10.0.0.2": "complete"}
