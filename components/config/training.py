@@ -19,8 +19,8 @@ from components.config.types import (
     EnvVarName,
     ExtendedResourceName,
     HydraName,
-    KeyPrefix,
     MemoryQuantity,
+    ObjectPrefix,
     PlainName,
     RayJobName,
     ResourceCount,
@@ -93,7 +93,7 @@ class ModelSettings(Strict):
         "from (ModelScope is faster in mainland regions), or `oss`: a Hugging Face model directory already in the "
         "stack's bucket at model.path (an SFT checkpoint, a previous run's export), read from there with no "
         "staging Job. The architecture still comes from model.preset or model.custom.")
-    path: KeyPrefix | None = Field(
+    path: ObjectPrefix | None = Field(
         None, description="model.source: oss only: the key prefix in the stack's bucket that holds the model "
         "(config.json, the weights, the tokenizer), under storage.models_prefix or storage.checkpoints_prefix (the "
         "volumes the Ray pods mount), e.g. checkpoints/<project>/<experiment>/global_step_100/actor/huggingface/ (a "
@@ -224,7 +224,7 @@ class TrainingSettings(Strict):
         None, ge=1, le=1 << 20, description="verl trainer.max_actor_ckpt_to_keep: keep only the newest N global_step_* "
         "folders of this run (verl deletes older ones as it saves). Empty = keep every one (each is a full copy of "
         "the model and optimizer in the bucket).")
-    resume_from: KeyPrefix | None = Field(
+    resume_from: ObjectPrefix | None = Field(
         None, description="Start from a checkpoint: the key prefix of any run's `global_step_N/` folder under "
         "storage.checkpoints_prefix (e.g. checkpoints/<project>/<other-experiment>/global_step_40/): verl's "
         "trainer.resume_mode: resume_path with trainer.resume_from_path on the checkpoint volume, so a new "

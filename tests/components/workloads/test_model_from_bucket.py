@@ -177,3 +177,13 @@ def test_the_entrypoint_records_the_first_runs_hyperparameters_once(tmp_path):
     assert "is not mounted" in entry.record_run(str(elsewhere), ["training.lr=1e-06"], str(tmp_path / "host"),
                                                 is_mount=lambda _: False)
     assert not elsewhere.exists()
+
+
+def test_a_staged_model_folder_and_a_capitalised_experiment_are_valid_places_to_start_from():
+    raw = json.loads(json.dumps(stack_settings(EXPERIMENT)))
+    raw.setdefault("model", {}).update({"source": "oss", "path": "models/Qwen2.5-3B-Instruct/33f25c227269/"})
+    raw.setdefault("training", {}).update({"resume_from": "checkpoints/GSM8K/Run-A/global_step_40/"})
+    s = parse_settings(raw)
+    assert s.model.path == "models/Qwen2.5-3B-Instruct/33f25c227269/"
+    with pytest.raises((SettingsError, ValueError), match="a bucket key prefix"):
+        parse_settings({**raw, "training": {**raw["training"], "resume_from": "/checkpoints/x/global_step_1/"}})
