@@ -338,15 +338,13 @@ def test_a_sigterm_at_any_point_of_the_start_reaches_verl_or_keeps_it_from_start
         if point == "while the child runs":
             import threading
             threading.Timer(0.5, lambda: (wait_for(ready), os.kill(os.getpid(), signal.SIGTERM))).start()
-        started = time.monotonic()
         rc = sup.run()
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
     assert sup.stopped_by == signal.SIGTERM
-    # Passed on as SIGTERM (the child's handler ran and it exited 143), well inside the 30 s grace: never SIGKILLed.
+    # Passed on as SIGTERM (the child's handler ran and it exited 143), never SIGKILLed after the grace (137).
     assert rc == 143 and termed.read_text() == "yes"
-    assert time.monotonic() - started < 20
 
 
 def test_a_stop_before_the_child_would_start_ends_the_job_without_starting_it(tmp_path):
