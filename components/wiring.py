@@ -422,8 +422,11 @@ def model_cache_key(s: Settings) -> str:
 
 
 def model_path(s: Settings) -> str:
-    """Key prefix the model staging Job fills with the weights, content-addressed by repo and revision:
-    <models_prefix><dir_name>/<model_cache_key>/. Training reads the weights from here."""
+    """Key prefix training reads the weights from: the one the model staging Job fills, content-addressed by repo
+    and revision (<models_prefix><dir_name>/<model_cache_key>/), or with `model.source: oss` the user's own
+    `model.path` in the bucket (nothing stages it)."""
+    if s.model.source == "oss" and s.model.path is not None:
+        return s.model.path
     return f"{s.storage.models_prefix}{preset_of(s).dir_name}/{model_cache_key(s)}/"
 
 

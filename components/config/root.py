@@ -23,6 +23,7 @@ from components.config.exposure import secret_value_problems, system_namespace_p
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.rules import Problems, rule
+from components.config.runs import run_start_problems
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
 from components.config.task import TaskSettings, task_stack_problems
@@ -219,6 +220,10 @@ class Settings(Strict):
             yield "training.logger", (
                 "training.logger uses mlflow but tracking.enabled is false: verl would log to a pod-local sqlite file "
                 "that is deleted with the Ray cluster; enable tracking or drop mlflow from training.logger")
+
+    @rule
+    def _runs_and_checkpoints(self) -> Problems:
+        yield from run_start_problems(self)
 
     @rule
     def _cloud(self) -> Problems:

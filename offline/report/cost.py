@@ -128,6 +128,8 @@ class CostEstimate:
 
 def training_steps(s: Settings) -> int:
     t = s.training
+    if t.val_only:
+        return 0  # verl validates once and returns before its first step (trainer/ppo/v1/trainer_base.py fit)
     if t.total_training_steps is not None:
         return t.total_training_steps
     rows = train_rows(s)
@@ -137,7 +139,7 @@ def training_steps(s: Settings) -> int:
 def validation_passes(s: Settings, steps: int) -> int:
     """verl validates before training (val_before_train), every test_freq steps and at the last step."""
     t = s.training
-    return int(t.val_before_train) + (math.ceil(steps / t.test_freq) if t.test_freq > 0 else 0)
+    return int(t.val_before_train or t.val_only) + (math.ceil(steps / t.test_freq) if t.test_freq > 0 else 0)
 
 
 def checkpoints_kept(s: Settings, steps: int) -> int:

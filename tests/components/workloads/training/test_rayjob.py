@@ -91,7 +91,9 @@ def test_lifecycle_deletes_the_ray_cluster_after_the_job_and_bounds_its_time(sta
     assert spec["shutdownAfterJobFinishes"] is True
     assert spec["ttlSecondsAfterFinished"] == s.job.ttl_seconds_after_finished
     assert spec["activeDeadlineSeconds"] == s.job.active_deadline_seconds > 0
-    assert spec["backoffLimit"] == s.job.backoff_limit
+    from components.workloads.training.run_spec import backoff_limit
+
+    assert spec["backoffLimit"] == backoff_limit(s, resolve_layout(s))
     assert spec["preRunningDeadlineSeconds"] > 0  # derived from the modelled wait (test_pre_running_deadline.py)
     assert spec["submissionMode"] == s.job.submission_mode
     assert spec["rayClusterSpec"]["rayVersion"] == s.versions.ray
@@ -502,3 +504,35 @@ def test_no_ray_token_is_rendered_anywhere_in_any_stack(stack):
     if "ray_auth_env" in rec.outputs:  # the command reads the Secret at run time
         assert 'RAY_AUTH_TOKEN="$(' in rec.outputs["ray_auth_env"]
     assert _token_literals({"env": [{"name": "RAY_AUTH_TOKEN", "value": "x"}]}) == [".env[0]: env RAY_AUTH_TOKEN"]
+
+
+def test_the_entrypoints_node_wait_names_the_worker_group_the_rayjob_renders():
+    from components.workloads.training.rayjob import WORKER_GROUP
+    from components.workloads.training.runs import RAY_WORKER_GROUP, node_wait_seconds
+
+    assert RAY_WORKER_GROUP == WORKER_GROUP
+    s, manifest = build("multinode")
+    assert manifest["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["groupName"] == RAY_WORKER_GROUP
+    words = manifest["spec"]["entrypoint"].split()
+    # Bounded by the pre-running deadline KubeRay enforces on the same Ray cluster.
+    assert f"--node-wait-seconds={manifest['spec']['preRunningDeadlineSeconds']}" in words
+    assert node_wait_seconds(s) == manifest["spec"]["preRunningDeadlineSeconds"]
+
+
+def test_the_multinode_run_retries_a_lost_node_and_a_single_node_or_an_evaluation_does_not(stack_name):
+    from components.workloads.training.run_spec import backoff_limit
+
+    s, manifest = build(stack_name)
+    L = resolve_layout(s)
+    t = s.training
+    midway = t.save_freq > 0 and (t.total_training_steps is None or t.total_training_steps > t.save_freq)
+    assert manifest["spec"]["backoffLimit"] == (1 if L.nodes > 1 and midway and s.job.backoff_limit is None
+                                                else (s.job.backoff_limit or 0))
+    if stack_name == "multinode":
+        assert manifest["spec"]["backoffLimit"] >= 1
+        # ...resuming from the run's newest checkpoint: resume_mode auto on its own folder.
+        assert "trainer.resume_mode=resume_path" not in manifest["spec"]["entrypoint"]
+        evaluation = settings_for("multinode", {"training": {"val_only": True}})
+        assert backoff_limit(evaluation, resolve_layout(evaluation)) == 0
+        off = settings_for("multinode", {"job": {"backoff_limit": 0}})
+        assert backoff_limit(off, resolve_layout(off)) == 0
