@@ -9,7 +9,7 @@ import pulumi
 
 from components.cloud.cluster import kubectl_commands
 from components.cloud.create_only import OUTPUT as CREATE_ONLY_OUTPUT
-from components.cloud.guards import rebuild_guard
+from components.cloud.guards import destroying
 from components.cloud.ingress import sandbox_api_url
 from components.config import PROJECT
 from components.config.secrets import read_secrets
@@ -22,8 +22,9 @@ from components.wiring import oss_endpoint
 from components.workloads.tracking import port_forward_commands
 
 settings = parse_settings(pulumi.Config(PROJECT).require_object("settings"))
-if rebuild_guard():  # not inside a teardown's destroy: a task that fails its CPU proof never reaches a GPU
-    require_task(settings)
+if not destroying():  # a teardown's destroy deletes whatever the task is; elsewhere a failing task never reaches a GPU
+    for field, why in require_task(settings).warnings:
+        pulumi.log.warn(f"{field}: {why}")
 secrets = read_secrets(settings)
 layout = resolve_layout(settings)
 for finding in check_layout(settings):  # errors already refused the stack in parse_settings

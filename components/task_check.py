@@ -91,6 +91,7 @@ class TaskProof:
     tools: list[str] = field(default_factory=list)
     datasets: list[DatasetProof] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # what could not be checked here, and why
     single_turn: bool = False
     data_sources: list[str] = field(default_factory=list)
     hub_rows: Optional[int] = None  # a hub dataset's examples its script turned into checked rows
@@ -100,7 +101,7 @@ class TaskProof:
                            "signature": self.signature, "checks": self.checks},
                 "tools": self.tools, "single_turn": self.single_turn,
                 "datasets": [vars(d) for d in self.datasets], "hub_example_rows": self.hub_rows,
-                "problems": [list(p) for p in self.problems]}
+                "problems": [list(p) for p in self.problems], "not_checked": [list(w) for w in self.warnings]}
 
 
 def _dataset_specs(s: Settings, proof: TaskProof) -> list[dict]:
@@ -250,6 +251,7 @@ def prove_task(s: Settings) -> TaskProof:
         result.get("tools", [])
     proof.signature = result.get("signature")
     proof.problems += [tuple(p) for p in result.get("problems", [])]
+    proof.warnings += [tuple(w) for w in result.get("warnings", [])]
     _CACHE[spec_files] = proof
     return proof
 

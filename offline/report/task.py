@@ -74,6 +74,8 @@ def task_section(s: Settings, recording) -> Section:
         ("tools", ", ".join(f"`{t}`" for t in proof.tools) or "none"),
         ("where the reward runs", WHERE[proof.kind]),
     ]
+    for field, why in proof.warnings:
+        rows.append(("not checked here", f"`{field}`: {why}"))
     if any(t == "code" for t in s.task.tools or []) or "code" in proof.tools:
         rows.append(("where the code tool runs", "the platform's isolated sandboxes, one fresh sandbox per call"))
     data = {**proof.as_dict(), "table": rows_data(rows)}

@@ -238,3 +238,20 @@ def test_an_own_tool_whose_schema_or_constructor_fails_is_refused_naming_it(tmp_
     (path.parent / "tasks" / "own" / "tool.py").write_text(TOOL)
     err = refused(path, tmp_path / "2", capsys)
     assert "task.tools[0]" in err and "LookupTool(config=..., tool_schema=...) raised ValueError" in err
+
+
+def test_a_function_tool_file_is_named_as_not_checked_where_verl_cannot_build_its_schema(tmp_path, capsys):
+    """verl derives a @function_tool's schema with transformers (tools/function_tool.py); without it here the plan
+    says so in the Task section instead of passing the file silently or refusing a task that may be fine."""
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is not None:
+        pytest.skip("transformers is installed here: the file is loaded and checked")
+    path = own_stack(tmp_path, task={"tools": [{"file": "tasks/own/functions.py"}]})
+    (path.parent / "tasks" / "own" / "functions.py").write_text(
+        "from verl.tools.function_tool import function_tool\n\n\n@function_tool\ndef add(a: int, b: int) -> int:\n"
+        "    \"\"\"Add two numbers.\n\n    Args:\n        a: first\n        b: second\n    \"\"\"\n    return a + b\n")
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    md = (tmp_path / "out" / "plan.md").read_text()
+    assert "| not checked here | `task.tools`: tasks/own/functions.py: not checked here" in md and "transformers" in md
+    assert "multi_turn.function_tool_path=/etc/verl-ack/config/verl_ack_task_functions.py" in md
