@@ -14,6 +14,7 @@ from components.config.types import (
     Cidr,
     CpuQuantity,
     Dns1123Label,
+    DottedKeyPath,
     EnvValue,
     EnvVarName,
     ExtendedResourceName,
@@ -106,6 +107,16 @@ class ModelSettings(Strict):
     ppo_micro_batch_size_per_gpu: int | None = Field(None, ge=1, le=1 << 20, description="Override: actor micro batch per GPU.")
     log_prob_micro_batch_size_per_gpu: int | None = Field(
         None, ge=1, le=1 << 20, description="Override: log-prob micro batch per GPU.")
+    lora_rank: int = Field(
+        0, ge=0, le=512, description="LoRA rank of the actor (verl's actor_rollout_ref.model.lora_rank); 0 = full "
+        "fine-tuning. With LoRA the frozen base keeps its fp32 shard but only the adapters have gradients and Adam "
+        "state (the memory estimate counts both), the reference policy is the base with the adapters off, and vLLM "
+        "serves the adapter (verl sets max_loras 1, max_lora_rank = this; at most 512, vLLM's largest MaxLoRARanks, "
+        "verl workers/rollout/vllm_rollout/utils.py).")
+    lora_alpha: int = Field(16, ge=1, le=1 << 16, description="LoRA alpha (model.lora_alpha; verl's default 16).")
+    target_modules: Literal["all-linear"] | list[PlainName] = Field(
+        "all-linear", description="Modules the adapters wrap (model.target_modules): `all-linear` (verl's default: "
+        "q/k/v/o and the MLP's gate/up/down projections) or a list of module names such as [q_proj, v_proj].")
 
     @model_validator(mode="after")
     def _custom_model(self) -> "ModelSettings":
@@ -160,9 +171,94 @@ class AnswerToolSettings(Strict):
         "penalty in the trajectory's reward.")
 
 
+# verl 0.9.1's advantage estimators (trainer/ppo/core_algos.py AdvantageEstimator; a test reads the enum). `gae` is
+# the one that needs a critic (trainer/ppo/utils.py need_critic).
+ADV_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "opo",
+                  "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized", "optimal_token_baseline",
+                  "tir_optimal_token_baseline", "gdpo")
+# Group-relative estimators: every advantage is zero with one sample per prompt (layout rule 15).
+GROUP_ESTIMATORS = ("grpo", "rloo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized")
+# A scalar verl value (training.verl_overrides); lists and mappings go into the trainer file.
+VerlScalar = bool | int | float | str | None
+
+
+class CriticSettings(Strict):
+    """verl's `critic` section, used when training.algorithm is gae (need_critic)."""
+
+    model_path: str | None = Field(
+        None, min_length=1, max_length=512, pattern=r"^/[A-Za-z0-9._/-]+$",
+        description="critic.model.path inside the Ray pods. Empty = the actor's model (the path the job reads it "
+        "from), as verl's PPO examples do; verl's own default is a placeholder (~/models/deepseek-llm-7b-chat).")
+    lr: Rate = Field(1e-5, description="critic.optim.lr (verl's default 1e-5).")
+    lr_warmup_steps_ratio: float = Field(
+        0.0, ge=0, le=1, description="critic.optim.lr_warmup_steps_ratio (verl's default 0).")
+    warmup_steps: int = Field(
+        0, ge=0, le=1 << 20, description="trainer.critic_warmup: steps that update only the critic before the actor "
+        "starts learning.")
+    ppo_micro_batch_size_per_gpu: int | None = Field(
+        None, ge=1, le=1 << 20, description="critic.ppo_micro_batch_size_per_gpu (verl refuses a critic with neither "
+        "this nor dynamic batch sizes: workers/config/critic.py). Empty = the actor's micro batch.")
+    param_offload: bool = Field(False, description="critic.fsdp.param_offload.")
+    optimizer_offload: bool = Field(False, description="critic.fsdp.optimizer_offload.")
+
+
+class DapoSettings(Strict):
+    """The keys verl's DAPO recipe sets (docs/algo/dapo.md; recipe/dapo run scripts), used with training.recipe: dapo."""
+
+    clip_ratio_low: float = Field(0.2, gt=0, le=10, description="actor.clip_ratio_low (DAPO's clip-higher: 0.2).")
+    clip_ratio_high: float = Field(0.28, gt=0, le=10, description="actor.clip_ratio_high (DAPO's clip-higher: 0.28).")
+    filter_groups: bool = Field(
+        True, description="algorithm.filter_groups.enable: drop prompt groups whose samples all score the same "
+        "(dynamic sampling) and generate more until a batch is full.")
+    filter_groups_metric: PlainName = Field(
+        "acc", description="algorithm.filter_groups.metric: the reward field groups are compared on (`acc`, which "
+        "the job's reward function returns, as DAPO's recipe does).")
+    max_num_gen_batches: int = Field(
+        10, ge=0, le=1 << 20, description="algorithm.filter_groups.max_num_gen_batches (0 = no limit; DAPO's 10).")
+    gen_batch_size: int | None = Field(
+        None, ge=1, le=1 << 20, description="data.gen_batch_size: prompts generated per round while filtering. "
+        "Empty = 3 x train_batch_size, as DAPO's recipe sets it.")
+    reward_manager: Literal["dapo", "naive"] = Field(
+        "dapo", description="reward.reward_manager.name. `dapo` (the recipe's) adds the overlong penalty; verl "
+        "0.9.1's dapo manager does not pass the tool fields (tool rewards, the model-only text) to the reward "
+        "function, which the plan warns about. `naive` keeps them and drops the overlong penalty.")
+    overlong_buffer: bool = Field(
+        True, description="reward.reward_kwargs.overlong_buffer_cfg.enable: penalise responses in the last "
+                          "overlong_buffer_len tokens before max_response_length (dapo reward manager only).")
+    overlong_buffer_len: int | None = Field(
+        None, ge=1, le=1 << 24, description="overlong_buffer_cfg.len, tokens. Empty = a fifth of "
+        "max_response_length (DAPO's recipe: 4096 of 20480).")
+    overlong_penalty_factor: float = Field(
+        1.0, ge=0, le=1000, description="overlong_buffer_cfg.penalty_factor (DAPO's 1.0).")
+
+
 class TrainingSettings(Strict):
-    algorithm: Literal["grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "grpo_passk", "gpg"] = Field(
-        "grpo", description="verl algorithm.adv_estimator.")
+    recipe: Literal["grpo", "dapo"] = Field(
+        "grpo", description="`grpo`: the settings as they are. `dapo`: verl's DAPO recipe (training.dapo: "
+        "clip-higher, dynamic sampling with filter_groups and gen_batch_size, token-mean loss, the dapo reward "
+        "manager with its overlong buffer, no KL), each key overridable there or in verl_overrides.")
+    algorithm: Literal[ADV_ESTIMATORS] = Field(  # type: ignore[valid-type]
+        "grpo", description="verl algorithm.adv_estimator (any estimator verl 0.9.1 ships). `gae` is PPO with a "
+        "critic, configured in training.critic and counted in the memory estimate.")
+    critic: CriticSettings = Field(
+        default_factory=CriticSettings, description="The critic of training.algorithm: gae (ignored otherwise).")
+    dapo: DapoSettings = Field(
+        default_factory=DapoSettings, description="DAPO's keys, used with training.recipe: dapo (ignored otherwise).")
+    temperature: float = Field(
+        1.0, ge=0, le=100, description="actor_rollout_ref.rollout.temperature of the training rollouts (verl's 1.0).")
+    top_p: float = Field(1.0, gt=0, le=1, description="actor_rollout_ref.rollout.top_p (verl's 1.0).")
+    val_temperature: float = Field(
+        0.0, ge=0, le=100, description="rollout.val_kwargs.temperature: 0 (the default) validates greedily, so scores "
+        "compare across runs; the v1 agent loop reads only val_kwargs temperature/top_p/top_k.")
+    val_top_p: float = Field(1.0, gt=0, le=1, description="rollout.val_kwargs.top_p (verl's 1.0).")
+    verl_overrides: dict[DottedKeyPath, VerlScalar | list | dict] = Field(
+        default_factory=dict, max_length=256,
+        description="Any other verl key, as `dotted.key: value` (e.g. `actor_rollout_ref.actor.clip_ratio_c: 10`). "
+        "plan.py composes the job's whole config against the installed verl config tree in Hydra's struct mode: a "
+        "key verl does not have is refused naming the nearest one; a key the program owns (paths, GPUs and nodes, "
+        "tool and reward config) or one a setting already writes is refused naming the setting. Scalars go on the "
+        "command line, lists and mappings into the trainer file; they are listed in plan.md and part of the "
+        "config hash that replaces the job.")
     train_batch_size: int = Field(16, ge=1, le=1 << 20, description="Prompts per step (data.train_batch_size).")
     ppo_mini_batch_size: int = Field(8, ge=1, le=1 << 20, description="Prompts per PPO mini batch (actor.ppo_mini_batch_size).")
     rollout_n: SampleCount = Field(16, description="Responses sampled per prompt (rollout.n).")
@@ -180,7 +276,9 @@ class TrainingSettings(Strict):
     ppo_max_token_len_per_gpu: int = Field(16384, ge=256, le=1 << 26, description="Token budget per GPU when use_dynamic_bsz.")
     ulysses_sequence_parallel_size: int = Field(1, ge=1, le=4096, description="Ulysses sequence parallel size of the actor.")
     total_training_steps: int | None = Field(
-        1, ge=1, le=INT64_MAX, description="Stop after this many steps (empty = epochs decide).")
+        None, ge=1, le=INT64_MAX, description="Stop after this many steps. Empty = verl's own: total_epochs x steps "
+        "per epoch (train rows // train_batch_size, the dataloader drops the last partial batch); the plan's time "
+        "and cost use the same count.")
     total_epochs: int = Field(1, ge=1, le=1 << 20, description="Epochs over the train set.")
     save_freq: int = Field(
         1, ge=-1, le=INT64_MAX, description="Checkpoint every N steps (-1 = never; a last-step checkpoint is written when > 0).")
@@ -245,6 +343,39 @@ class TrainingSettings(Strict):
         return self
 
     @model_validator(mode="after")
+    def _recipe(self) -> "TrainingSettings":
+        # DAPO trains without KL (docs/algo/dapo.md: use_kl_loss and use_kl_in_reward off); a stack that sets either
+        # keeps its value.
+        if self.recipe == "dapo":
+            for name in ("use_kl_loss", "use_kl_in_reward"):
+                if name not in self.model_fields_set:
+                    self.__dict__[name] = False
+            d = self.dapo
+            if d.reward_manager == "dapo" and d.overlong_buffer and dapo_overlong_len(self) >= self.max_response_length:
+                raise ValueError(
+                    f"training.dapo.overlong_buffer_len {dapo_overlong_len(self)} must be below max_response_length "
+                    f"{self.max_response_length} (verl's dapo reward manager asserts max_resp_len >= len, and a buffer "
+                    "as long as the response penalises every token); lower it or leave it empty for a fifth")
+            if d.gen_batch_size is not None and d.gen_batch_size < self.train_batch_size:
+                raise ValueError(f"training.dapo.gen_batch_size {d.gen_batch_size} is below train_batch_size "
+                                 f"{self.train_batch_size}: a round could never fill a batch; use at least "
+                                 f"{self.train_batch_size} (DAPO's recipe uses 3x)")
+        return self
+
+    @model_validator(mode="after")
+    def _token_budget(self) -> "TrainingSettings":
+        # verl's dynamic batching packs whole sequences into a budget per GPU and asserts max_token_len >=
+        # max_seq_len (utils/seqlen_balancing.py get_seqlen_balanced_partitions' caller), mid-run.
+        seq = self.max_prompt_length + self.max_response_length
+        if self.use_dynamic_bsz and self.ppo_max_token_len_per_gpu * self.ulysses_sequence_parallel_size < seq:
+            raise ValueError(
+                f"ppo_max_token_len_per_gpu {self.ppo_max_token_len_per_gpu} (x sequence parallel "
+                f"{self.ulysses_sequence_parallel_size}) is below one sequence, max_prompt_length + max_response_length = "
+                f"{seq}: verl asserts the budget covers the longest sequence (utils/seqlen_balancing.py) after the first "
+                f"rollout; raise it to at least {seq} (verl's examples use 2-3x)")
+        return self
+
+    @model_validator(mode="after")
     def _tool_response_fits(self) -> "TrainingSettings":
         # The tool's text lands in the response (masked from the loss, but counted): a response that one tool
         # reply could fill ends the trajectory at its first call.
@@ -266,6 +397,18 @@ class TrainingSettings(Strict):
         if len(set(v)) != len(v):
             raise ValueError("save_contents lists an entry twice")
         return v
+
+
+def dapo_overlong_len(t: "TrainingSettings") -> int:
+    """DAPO's overlong buffer in tokens: the setting, or a fifth of the response (the recipe's 4096 of 20480)."""
+    given = t.dapo.overlong_buffer_len
+    return given if given is not None else max(1, t.max_response_length // 5)
+
+
+def dapo_gen_batch_size(t: "TrainingSettings") -> int:
+    """data.gen_batch_size under DAPO: the setting, or 3 x train_batch_size as the recipe sets it."""
+    given = t.dapo.gen_batch_size
+    return given if given is not None else 3 * t.train_batch_size
 
 
 # --------------------------------------------------------------------------------------------- job

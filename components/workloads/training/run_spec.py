@@ -24,9 +24,9 @@ from components.workloads.training.prefetch import prefetch_copy_command
 from components.workloads.training.verl_config import (
     CONFIG_DIR,
     STOP_GRACE_SECONDS,
-    config_files,
     config_sha256,
     entrypoint,
+    hashed_config,
 )
 from components.workloads.training.volumes import OssVolume, oss_volumes
 
@@ -57,7 +57,7 @@ def pod_wiring(s: Settings, *, namespace: str, service_account: str) -> PodWirin
         config_map=f"{s.job.name}-config",
         mcp_secret=f"{s.job.name}-mcp" if s.sandbox.enabled else None,
         volumes=oss_volumes(s),
-        config_sha256=config_sha256(config_files(s)),
+        config_sha256=config_sha256(hashed_config(s)),
     )
 
 
