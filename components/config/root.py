@@ -301,11 +301,16 @@ class Settings(Strict):
                 "memory (GPU nodes have hundreds of GiB)")
         shipped = VERL_IMAGE_ENGINE.match(self.versions.verl_image)
         engine = self.training.rollout_engine
-        if self.image.source == "official" and shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
+        # Every image source runs on versions.verl_image: the official source pulls it, a built image builds FROM it
+        # (image/Dockerfile's ARG BASE_IMAGE equals it, a test holds them equal; docs/image.md: pass the stack's
+        # verl_image as BASE_IMAGE when it changes).
+        if shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
+            built = (" (image.source built: the image builds FROM it; build with --build-arg BASE_IMAGE=<an sglNNN "
+                     "verl image> and set versions.verl_image to that image)") if self.image.source == "built" else ""
             yield "training.rollout_engine", (
                 f"training.rollout_engine {engine} does not run on versions.verl_image {self.versions.verl_image}, "
-                f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl "
-                "image (vllmNNN.* or sglNNN.*) or change the engine")
+                f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}{built}; pick the matching "
+                "verlai/verl image (vllmNNN.* or sglNNN.*) or change the engine")
 
     @rule
     def _sharing(self) -> Problems:
