@@ -240,16 +240,18 @@ def compose(s: Settings, layout: Layout) -> Composition:
     if cache_key in _cache:
         return _cache[cache_key]
     errors: list[tuple[str, str]] = []
-    # The tree without the user's keys: what each of them must name.
-    base_trainer = trainer_config(s.model_copy(update={"training": s.training.model_copy(update={"verl_overrides": {}})}))
-    base_pairs = [(k, v) for k, v in pairs if k not in user]
-    try:
-        base = OmegaConf.to_container(_compose(config_dir, base_trainer, _command_words(s, layout, base_pairs)))
-    except Exception as err:  # noqa: BLE001 (Hydra raises several types; each becomes a finding naming the cause)
-        result = Composition(ran=True, errors=((FIELD, f"verl's config does not compose: {err}"),))
-        _cache[cache_key] = result
-        return result
-    keys = _flat_keys(base)
+    if user:
+        # The tree without the user's keys: what each of them must name.
+        plain = s.model_copy(update={"training": s.training.model_copy(update={"verl_overrides": {}})})
+        base_pairs = [(k, v) for k, v in pairs if k not in user]
+        try:
+            base = OmegaConf.to_container(_compose(config_dir, trainer_config(plain),
+                                                   _command_words(plain, layout, base_pairs)))
+        except Exception as err:  # noqa: BLE001 (Hydra raises several types; each becomes a finding naming the cause)
+            result = Composition(ran=True, errors=((FIELD, f"verl's config does not compose: {err}"),))
+            _cache[cache_key] = result
+            return result
+    keys = _flat_keys(base) if user else []
     known = set(keys)
     for key in user:
         owner = owner_of(key)
@@ -268,7 +270,8 @@ def compose(s: Settings, layout: Layout) -> Composition:
                 errors.append((FIELD, f"verl keys left mandatory (???): {', '.join(missing)}"))
             config = OmegaConf.to_container(composed, resolve=True)
         except Exception as err:  # noqa: BLE001
-            errors.append((FIELD, f"verl's config does not compose with the overrides: {err}"))
+            # Without user keys the settings themselves wrote a key verl lacks (a program bug or another verl).
+            errors.append((FIELD if user else "training", f"verl's config does not compose: {err}"))
     result = Composition(ran=True, errors=tuple(errors), config=config)
     _cache[cache_key] = result
     return result
