@@ -1,6 +1,9 @@
 """GPU layout planner: resolve the model preset against the stack, then check verl's and vLLM's start-up
 rules and a per-GPU memory estimate before anything is paid for.
 
+Longer than 500 lines because the memory estimate's terms (the actor's, the critic's, LoRA's) and the rules that
+compare them with the GPU read the same resolved layout; one module keeps each term next to the check that uses it.
+
 Rules are numbered as in `../shared/research/verl_kuberay_agents.md` §3 "Start-up checks" (read from
 verl's `utils/config.py::validate_config`, `workers/fsdp_workers.py`, `workers/config/*.py`,
 `experimental/agent_loop/agent_loop.py`). Rules the program satisfies by construction (it always emits
@@ -17,7 +20,7 @@ from typing import Literal
 
 from components.config import Settings
 from components.config.models import ModelPreset
-from components.config.training import GROUP_ESTIMATORS
+from components.config.recipes import GROUP_ESTIMATORS
 from components.model.presets import allowed_rollout_tp, preset_of, vllm_tp_ok
 
 GIB = 1024**3

@@ -9,6 +9,7 @@ manifest (components/experiment.py `rayjob_shape`).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -24,9 +25,9 @@ from components.workloads.training.prefetch import prefetch_copy_command
 from components.workloads.training.verl_config import (
     CONFIG_DIR,
     STOP_GRACE_SECONDS,
+    config_files,
     config_sha256,
     entrypoint,
-    hashed_config,
 )
 from components.workloads.training.volumes import OssVolume, oss_volumes
 
@@ -226,3 +227,12 @@ def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWir
         scheduling=scheduling,
         wiring=wiring,
     )
+
+
+def hashed_config(s: Settings) -> dict[str, str]:
+    """What the job's config hash covers: the ConfigMap's files and, when the stack has any, training.verl_overrides
+    (the scalar ones travel on the command line, so a changed override replaces the job like a changed file)."""
+    files = config_files(s)
+    if s.training.verl_overrides:
+        files = {**files, "training.verl_overrides": json.dumps(s.training.verl_overrides, sort_keys=True)}
+    return files

@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,9 @@ from typing import Any
 import yaml
 
 from components.config import Problem, Settings, SettingsError
+from components.config.models import CONFIG_JSON_KEYS
 from components.model.layout import Layout
+from components.model.presets import preset_of
 from components.workloads.training.verl_config import (
     TRAINER_CONFIG_NAME,
     TRAINER_FILE,
@@ -41,8 +44,8 @@ from components.workloads.training.verl_config import (
     list_overrides,
     render_override,
     trainer_config,
-    uses_critic,
 )
+from components.workloads.training.verl_recipes import uses_critic
 
 # Keys the program derives from its own resources: an override would point verl somewhere the program did not put
 # anything (or, for GPUs and nodes, disagree with the Ray cluster it sized). The value names what to change instead.
@@ -154,7 +157,8 @@ class Composition:
     def summary(self) -> str:
         composed = ("composed against the installed verl config tree in Hydra's struct mode"
                     if self.ran else f"not composed ({self.reason})")
-        validated = ("verl's validate_config and config dataclasses (critic included) accepted it" if self.validated
+        verdict = "refused it" if self.errors else "accepted it"
+        validated = (f"verl's validate_config and config dataclasses (critic included) {verdict}" if self.validated
                      else f"verl's validate_config not run ({self.validate_reason or 'torch and Ray not installed here'}"
                           "; `make verl-validate STACK=<stack>` where they are)")
         return f"{composed}; {validated}"
@@ -283,7 +287,9 @@ def validate(s: Settings, layout: Layout, composition: Composition | None = None
     composition = composition or compose(s, layout)
     if not composition.ran or composition.errors:
         return composition
-    missing = [m for m in VALIDATE_NEEDS if importlib.util.find_spec(m) is None]
+    # With LoRA, validate_config asks the rollout engine for its largest LoRA rank (imports vllm).
+    needs = (*VALIDATE_NEEDS, *((s.training.rollout_engine,) if s.model.lora_rank else ()))
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
     if missing:
         return Composition(ran=True, config=composition.config, validated=False,
                            validate_reason=f"{', '.join(missing)} not installed here")
@@ -295,15 +301,33 @@ def validate(s: Settings, layout: Layout, composition: Composition | None = None
         return Composition(ran=True, config=composition.config, validated=False,
                            validate_reason=f"verl does not import here: {err}")
     config = OmegaConf.create(composition.config)
-    try:
-        utils.validate_config(config, use_reference_policy=layout.uses_ref, use_critic=uses_critic(s))
-        utils.omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
-        if uses_critic(s):
-            utils.omega_conf_to_dataclass(config.critic)
-    except Exception as err:  # noqa: BLE001
-        return Composition(ran=True, config=composition.config, errors=((FIELD, f"verl's validate_config: {err}"),),
-                           validated=True)
+    with tempfile.TemporaryDirectory(prefix="verl-validate-") as model_dir:
+        # The model's config dataclass reads config.json from the model path, which exists only in the pods: the
+        # same architecture's config.json, written from the preset, stands in for it (no weights, no tokenizer).
+        (Path(model_dir) / "config.json").write_text(json.dumps(hf_config_json(s)))
+        for section in ("actor_rollout_ref.model", "critic.model"):
+            node = OmegaConf.select(config, section)
+            node.path = model_dir
+            node.load_tokenizer = False
+        try:
+            utils.validate_config(config, use_reference_policy=layout.uses_ref, use_critic=uses_critic(s))
+            utils.omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+            if uses_critic(s):
+                utils.omega_conf_to_dataclass(config.critic)
+        except Exception as err:  # noqa: BLE001
+            return Composition(ran=True, config=composition.config, validated=True,
+                               errors=((FIELD if s.training.verl_overrides else "training",
+                                        f"verl's validate_config: {err}"),))
     return Composition(ran=True, config=composition.config, validated=True)
+
+
+def hf_config_json(s: Settings) -> dict:
+    """The model's config.json as transformers writes it, from the preset's (or custom model's) architecture."""
+    preset = preset_of(s)
+    a, family = preset.arch, preset.family
+    doc = {key: getattr(a, field) for field, key in CONFIG_JSON_KEYS.items() if field != "family"}
+    return {**doc, "model_type": family.model_type, "architectures": [family.transformers_model],
+            "torch_dtype": "bfloat16", "max_position_embeddings": 32768}
 
 
 def check(s: Settings, layout: Layout) -> list[Problem]:

@@ -13,16 +13,16 @@ import yaml
 
 from components.config import REPO_ROOT, SettingsError
 from components.config.loading import raw_settings
-from components.config.training import ADV_ESTIMATORS
+from components.config.recipes import ADV_ESTIMATORS
 from components.model import load_stack, parse_settings, resolve_layout
 from components.model.layout import check_layout
 from components.workloads.training import verl_compose
+from components.workloads.training.run_spec import hashed_config
 from components.workloads.training.verl_config import (
     TRAINER_FILE,
     config_files,
     config_sha256,
     entrypoint,
-    hashed_config,
     hydra_overrides,
 )
 from offline.report.cost import training_steps
@@ -204,6 +204,8 @@ def test_every_key_the_settings_write_names_its_setting():
 @pytest.mark.parametrize("path", [REPO_ROOT / "stacks" / "Pulumi.dev.yaml", *EXAMPLES], ids=lambda p: p.stem)
 def test_verls_validate_config_accepts_every_example_job_critic_included(path):
     s = load_stack(path)
+    if s.model.lora_rank and importlib.util.find_spec(s.training.rollout_engine) is None:
+        pytest.skip("validate_config checks a LoRA rank against the rollout engine, which is not installed here")
     result = verl_compose.validate(s, resolve_layout(s))
     assert result.validated and not result.errors, result.errors
 
