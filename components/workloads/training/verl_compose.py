@@ -228,10 +228,9 @@ _cache: dict[str, Composition] = {}
 
 def compose(s: Settings, layout: Layout) -> Composition:
     """Compose the job's config as main_ppo will (see the module's docstring); every error names its key."""
-    try:
-        from omegaconf import OmegaConf
-    except ImportError:
+    if importlib.util.find_spec("hydra") is None or importlib.util.find_spec("omegaconf") is None:
         return Composition(ran=False, reason="hydra-core/omegaconf not installed: `make setup` installs them")
+    from omegaconf import OmegaConf
     config_dir = verl_config_dir()
     if config_dir is None:
         return Composition(ran=False, reason="verl's config tree not installed: `make setup` (requirements-verl.txt)")

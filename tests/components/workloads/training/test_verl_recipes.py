@@ -251,3 +251,28 @@ def test_a_micro_batch_the_stack_sets_is_not_fitted_but_checked():
 def test_the_example_stacks_are_not_in_the_stack_folder():
     # stacks/ holds the shipped stacks the README's table lists; the recipes are examples beside them.
     assert all(Path(p).parent.name == "stacks" and Path(p).parent.parent.name == "examples" for p in EXAMPLES)
+
+
+def test_plan_md_lists_the_overrides_the_recipe_and_what_verl_checked():
+    from offline.report.training import training_section
+
+    class NoRecording:  # the section renders the RayJob itself when the program did not record one
+        def by_type(self, _type):
+            return []
+
+    s = settings_for("dev", {"training": {"algorithm": "gae",
+                                          "verl_overrides": {"actor_rollout_ref.actor.clip_ratio_c": 10.0}}})
+    section = training_section(s, NoRecording())
+    assert section.data["verl_overrides"] == {"actor_rollout_ref.actor.clip_ratio_c": "10.0"}
+    assert section.data["critic"] is True and section.data["verl_composed"] is True
+    text = section.markdown
+    assert "`actor_rollout_ref.actor.clip_ratio_c=10.0`" in text and "with a critic" in text
+    assert "composed against the installed verl config tree" in text
+
+
+def test_without_hydra_the_plan_says_the_composition_did_not_run(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hydra" else real(name, *a))
+    s = settings_for("dev", {"training": {"total_epochs": 2}})
+    result = verl_compose.compose(s, resolve_layout(s))
+    assert not result.ran and "hydra-core" in result.summary() and verl_compose.check(s, resolve_layout(s)) == []
