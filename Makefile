@@ -11,7 +11,7 @@ STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 verl-validate:
 	$(PY) tools/verl_validate.py --stack $(STACK)
 
-.PHONY: setup plan plans test lint lint-workflows schemas schema bench clean runtime-check runtime lock torch
+.PHONY: setup plan plans task-check test lint lint-workflows schemas schema bench clean runtime-check runtime lock torch
 
 # The first run downloads ~1 GB of pinned wheels (a few minutes; `make test` adds torch, requirements-torch.txt): each step says what it does, and pip shows
 # one line per package (--progress-bar off keeps CI logs readable; the names show it is moving); when pip fails,
@@ -44,6 +44,11 @@ torch: $(VENV)/.torch
 plan: setup
 	$(PY) plan.py --stack $(STACK)
 
+# The task's CPU proof alone (docs/task.md): the reward on its checks and the preset's examples, the dataset's rows,
+# the tools; exit 2 naming task.* on a problem. plan.py runs the same proof for every stack.
+task-check: setup
+	$(PY) -m components.task_check --stack $(STACK)
+
 plans: setup
 	@for s in $(STACKS); do $(PY) plan.py --stack $$s || exit 1; done
 
@@ -58,11 +63,14 @@ RUNTIME_VENV ?= .venv-runtime
 # pip-tools for `make lock` only, in a throwaway venv (never in the program's).
 PIP_TOOLS := pip-tools==7.6.2
 
-$(RUNTIME_VENV)/.installed: requirements.lock
+$(RUNTIME_VENV)/.installed: requirements.lock requirements-verl.txt
 	rm -rf $(RUNTIME_VENV)
 	python3 -m venv $(RUNTIME_VENV)
 	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
 	  --only-binary :all: -r requirements.lock
+	# verl's wheel without its dependencies, hash-locked: the task's reward scorers run on its examples at preview.
+	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+	  --only-binary :all: -r requirements-verl.txt
 	touch $@
 
 runtime: $(RUNTIME_VENV)/.installed

@@ -9,6 +9,7 @@ import pulumi
 
 from components.cloud.cluster import kubectl_commands
 from components.cloud.create_only import OUTPUT as CREATE_ONLY_OUTPUT
+from components.cloud.guards import rebuild_guard
 from components.cloud.ingress import sandbox_api_url
 from components.config import PROJECT
 from components.config.secrets import read_secrets
@@ -16,10 +17,13 @@ from components.experiment import build_experiment, platform_reference
 from components.model import parse_settings
 from components.model.layout import check_layout, resolve_layout
 from components.platform import build_platform
+from components.task_check import require_task
 from components.wiring import oss_endpoint
 from components.workloads.tracking import port_forward_commands
 
 settings = parse_settings(pulumi.Config(PROJECT).require_object("settings"))
+if rebuild_guard():  # not inside a teardown's destroy: a task that fails its CPU proof never reaches a GPU
+    require_task(settings)
 secrets = read_secrets(settings)
 layout = resolve_layout(settings)
 for finding in check_layout(settings):  # errors already refused the stack in parse_settings

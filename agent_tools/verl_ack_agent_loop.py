@@ -11,13 +11,18 @@ the extra fields to the reward loop (`tool_extra_fields`), whose naive manager m
 
 It is registered under verl's own name `tool_agent` through `rollout.agent.agent_loop_config_path` (the file
 replaces the registry entry in every `AgentLoopWorker.__init__`), so every dataset row that asks for the tool agent
-gets it, whatever wrote the row. Shipped in the job's ConfigMap, imported through the runtime_env's PYTHONPATH.
+gets it, whatever wrote the row. `ModelTextSingleTurnAgentLoop` does the same for verl's `single_turn_agent` (and
+rows without agent_name, which verl runs with `rollout.agent.default_agent_loop`, single_turn_agent): a single turn
+holds only generated tokens, but verl's loop also sets `tool_rewards: []`, so the reward cannot tell it from a tool
+trajectory without its model text; with the field written by both loops, the reward refuses anything else.
+Shipped in the job's ConfigMap, imported through the runtime_env's PYTHONPATH.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl_ack_reward import MODEL_TEXT_FIELD
 
@@ -35,6 +40,23 @@ def generated_stretches(token_ids: list[int], mask: list[int]) -> list[list[int]
     if current:
         stretches.append(current)
     return stretches
+
+
+def model_only_text(tokenizer: Any, response_ids: list[int], response_mask: list[int]) -> str:
+    """The generated stretches decoded as the reward manager decodes (special tokens skipped), joined by newlines."""
+    return "\n".join(tokenizer.decode(ids, skip_special_tokens=True).strip()
+                     for ids in generated_stretches(response_ids, response_mask))
+
+
+class ModelTextSingleTurnAgentLoop(SingleTurnAgentLoop):
+    """verl's SingleTurnAgentLoop; its output also carries the model's own text (all of its response, which holds
+    no tool reply), so the reward scores single-turn rows as it scores tool rows."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> Any:
+        output = await super().run(sampling_params, **kwargs)
+        output.extra_fields[MODEL_TEXT_FIELD] = model_only_text(self.tokenizer, list(output.response_ids),
+                                                                list(output.response_mask))
+        return output
 
 
 class ModelTextToolAgentLoop(ToolAgentLoop):

@@ -25,6 +25,10 @@ What it does.
    even after an exception), KILLED when the job was stopped. MLflow trouble is logged and never changes the
    exit status.
 5. Exits with the child's code (128 + N when signal N ended it).
+6. With `--refusal-dir` (on the shared checkpoint volume): gives every Ray worker VERL_ACK_REFUSAL_FILE
+   (`<dir>/<job>.txt`, the same Hydra runtime_env route as in 1) and watches it. The job's reward writes its reason
+   there when it must refuse a trajectory (verl_ack_reward.refuse: verl's v1 trainer would only log it and drop the
+   group); the entrypoint then stops verl as a stop signal would, prints the reason and exits with REFUSED_EXIT.
 
 Shipped in the job's ConfigMap; stdlib only, plus PyYAML and mlflow where tracking is on (the image's).
 """
@@ -58,6 +62,8 @@ RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 # terminationGracePeriodSeconds (30 s) and the job supervisor's stop wait (RAY_JOB_STOP_WAIT_TIME_S, which the Ray
 # containers set to STOP_WAIT_SECONDS in components/workloads/training/run_spec.py).
 STOP_GRACE_SECONDS = 15
+REFUSAL_ENV = "VERL_ACK_REFUSAL_FILE"  # verl_ack_reward.REFUSAL_FILE_ENV (a test compares them)
+REFUSED_EXIT = 3
 PID_FILE = "/tmp/verl-ack-entrypoint.pid"  # noqa: S108 (inside the head container: the preStop hook reads it)
 VERL_MAIN = "verl.trainer.main_ppo"
 RUNTIME_ENV_OVERRIDE = "+ray_kwargs.ray_init.runtime_env.env_vars"
@@ -172,11 +178,26 @@ def _client(uri: str) -> Any:
 class Supervisor:
     """Runs the child, turns a stop signal into SIGTERM for it, and remembers that the job was stopped."""
 
-    def __init__(self, command: list[str], env: dict[str, str], grace: float = STOP_GRACE_SECONDS):
+    def __init__(self, command: list[str], env: dict[str, str], grace: float = STOP_GRACE_SECONDS,
+                 refusal_file: Optional[str] = None):
         self.command, self.env, self.grace = command, env, grace
         self.child: Optional[subprocess.Popen] = None
         self.stopped_by: Optional[int] = None
         self._stopped_at = 0.0
+        self.refusal_file = refusal_file
+        self.refused: Optional[str] = None
+
+    def _check_refusal(self) -> None:
+        """The reward's refusal (its reason in `refusal_file`) stops verl as a stop signal does."""
+        if self.refusal_file is None or self.refused is not None or not os.path.exists(self.refusal_file):
+            return
+        try:
+            with open(self.refusal_file, encoding="utf-8") as f:
+                self.refused = f.read().strip() or "(no reason given)"
+        except OSError as err:
+            self.refused = f"(the reason could not be read: {err})"
+        log(f"the job's reward refused a trajectory, stopping the job: {self.refused}")
+        self._on_signal(signal.SIGTERM, None)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if self.stopped_by is None:
@@ -202,6 +223,7 @@ class Supervisor:
             try:
                 return self.child.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
+                self._check_refusal()
                 if self.stopped_by is not None and time.monotonic() - self._stopped_at > self.grace:
                     log(f"the child did not exit within {self.grace:g} s of the stop: killing it")
                     self.child.kill()
@@ -247,6 +269,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--stop", action="store_true", help="stop the running entrypoint and wait for its close-up")
     p.add_argument("--stop-grace-seconds", type=float, default=STOP_GRACE_SECONDS,
                    help="how long a stopped child may take to exit before it is killed")
+    p.add_argument("--refusal-dir", default=None,
+                   help="a folder every Ray pod shares: the reward writes why it refused a trajectory there")
     p.add_argument("--stop-wait-seconds", type=float, default=STOP_GRACE_SECONDS + 10,
                    help="--stop: how long to wait for the entrypoint's close-up")
     args = p.parse_args(argv)
@@ -256,9 +280,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         p.error("give the command to run after --")
 
     child_env = dict(os.environ)
-    supervisor = Supervisor(command, child_env, grace=args.stop_grace_seconds)
-    supervisor.listen()
     job = job_id(child_env)
+    refusal_file = os.path.join(args.refusal_dir, f"{job}.txt") if args.refusal_dir else None
+    supervisor = Supervisor(command, child_env, grace=args.stop_grace_seconds, refusal_file=refusal_file)
+    supervisor.listen()
     tracking = tracking_from(args.tool_config, child_env)
     client, trainer_run = None, None
     if tracking is not None:
@@ -276,13 +301,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         log(f"could not write {args.pid_file} ({err}); the preStop hook cannot stop this job gracefully")
 
     supervisor.command = child_command(command, trainer_run, job)
+    if refusal_file is not None and VERL_MAIN in command:
+        supervisor.command.append(f"{RUNTIME_ENV_OVERRIDE}.{REFUSAL_ENV}='{refusal_file}'")
     try:
         returncode = supervisor.run()
     finally:
         # A later preStop hook must not signal whatever process reuses this pid.
         with contextlib.suppress(OSError):
             os.remove(args.pid_file)
-    status = run_status(returncode, supervisor.stopped_by is not None)
+    if supervisor.refused is not None:
+        log(f"job {job} failed: the reward refused a trajectory: {supervisor.refused}")
+        with contextlib.suppress(OSError):
+            os.remove(refusal_file)  # this run's own file: a retry starts without it
+        returncode = REFUSED_EXIT
+    status = run_status(returncode, supervisor.stopped_by is not None and supervisor.refused is None)
     if client is not None and trainer_run is not None:
         try:
             runs = close_job_runs(client, trainer_run, status)

@@ -43,6 +43,7 @@ from components.wiring import (
 from components.workloads.cache import cache_entries
 from components.workloads.data import DataArgs, DataJobs
 from components.workloads.prepull import ImagePrepull
+from components.workloads.task_files import TaskFiles, local_task_files
 from components.workloads.training.component import TrainingJob, TrainingJobArgs
 from components.workloads.training.verl_compose import refuse_uncomposable
 
@@ -153,10 +154,11 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
         overrides: dict = {}
         owner_check = None
         cache_provider: alicloud.Provider | None = None  # a single stack's bucket is created in this `up`
+        files_provider: pulumi.ProviderResource = local.storage.provider
     else:
         check_experiment_identity(s, pulumi.get_stack())
         # Region, cluster and vSwitches are the platform's: this stack never restates them.
-        provider = cache_provider = alicloud.Provider("alicloud", region=refs.region)
+        provider = cache_provider = files_provider = alicloud.Provider("alicloud", region=refs.region)
         check_account(s, provider)  # placeholders and account reads refuse the stack before anything is created
         k8s_provider = k8s.Provider(
             K8S_PROVIDER, kubeconfig=refs.kubeconfig,
@@ -188,6 +190,7 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     gpu_pool_id = pools.gpu.node_pool_id if pools and pools.gpu else refs.gpu_pool_id
     # An experiment lists its platform's bucket for the staging cache's markers before creating any Job.
     cache = cache_entries(s, cache_provider)
+    task_files = TaskFiles("task-files", s, refs.bucket_name, files_provider) if local_task_files(s) else None
     data = DataJobs("data", DataArgs(settings=s, cluster=cluster_refs, storage=storage_refs, identity=identity,
                                      hf_token=secrets.hf_token,
                                      modelscope_token=secrets.modelscope_token, cache=cache))
@@ -202,7 +205,8 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     jobs = {name: TrainingJob(name, TrainingJobArgs(settings=rs, layout=rl, cluster=cluster_refs, gpu=scheduling,
                                                     storage=storage_refs, identity=identity,
                                                     sandbox_api_key=secrets.sandbox_api_key,
-                                                    wait_for=[*gpu_ready, *platform_ready, data],
+                                                    wait_for=[*gpu_ready, *platform_ready, data,
+                                                              *([task_files] if task_files else [])],
                                                     gate_code=data.code_config_map, gate_after=gpu_ready,
                                                     shape=rayjob_shape(rs, rl, requests), **overrides))
             for name, rs, rl in runs}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components.config import REPO_ROOT, Settings
+from components.config.task import resolve_task_path
 from components.model import preset_of
 
 # Labels and taints the program puts on its node pools. The GPU taint keeps everything but training off
@@ -308,24 +309,66 @@ class DatasetFiles:
     written: tuple[str, ...]  # every parquet key the Job uploads
 
 
+# The module of the dataset Job per preset (pipeline/): its code is part of the cache key, so a change to how rows
+# are built stages the dataset again under a new prefix.
+PRESET_CONVERTERS = {"gsm8k": "gsm8k", "math": "task_dataset", "code": "task_dataset"}
+
+
 @functools.cache
-def _converter_digest() -> str:
-    """sha256 of pipeline/gsm8k.py as the program found it (read once per run)."""
-    return hashlib.sha256((REPO_ROOT / "pipeline" / "gsm8k.py").read_bytes()).hexdigest()
+def _converter_digest(module: str = "gsm8k") -> str:
+    """sha256 of the preset's converting module (pipeline/<module>.py) and the row rule it applies
+    (pipeline/rows.py), as the program found them (read once per run)."""
+    h = hashlib.sha256((REPO_ROOT / "pipeline" / f"{module}.py").read_bytes())
+    h.update((REPO_ROOT / "pipeline" / "rows.py").read_bytes())
+    return h.hexdigest()
+
+
+def single_turn(s: Settings) -> bool:
+    """No tools: verl's single_turn_agent runs every row (task.tools: [], or a preset/own data without tools)."""
+    return not task_tools(s)
+
+
+def task_tools(s: Settings) -> list:
+    """The tools in force: task.tools, or the preset's (the code tool only where the sandboxes run)."""
+    t = s.task
+    if t.tools is not None:
+        return list(t.tools)
+    preset = t.preset
+    return [name for name in (preset.tools if preset else ()) if name != "code" or s.sandbox.enabled]
 
 
 def dataset_cache_key(s: Settings) -> str:
     """The dataset cache's content address: the first 12 hex digits of sha256 over what decides the files: the
-    dataset, its config, the subset sizes and the converting code (pipeline/gsm8k.py as it is now)."""
-    d = s.dataset
-    ident = f"{d.name}:{d.config}:train{d.train_subset}:test{d.test_subset}:{_converter_digest()}"
+    preset's dataset, its config, the subset sizes, the agent loop the rows name and the converting code."""
+    d, p, name = s.dataset, s.task.preset, s.task.dataset.preset_name
+    if p is None or name is None:
+        raise ValueError("dataset_cache_key: the task uses its own files, which are addressed by their content")
+    config = d.config or p.config or ""
+    ident = f"{p.hub_id}:{config}:train{d.train_subset}:test{d.test_subset}:{_converter_digest(PRESET_CONVERTERS[name])}"
+    if single_turn(s) != (not p.tools):  # the rows name another agent loop than the preset's own
+        ident += f":single_turn={single_turn(s)}"
     return hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 
+def own_file_key(s: Settings, location: str) -> str:
+    """The bucket key of a task file: as given for oss://, else <datasets_prefix>own/<sha256[:12]>/<name> (its
+    content addresses it: the same file is uploaded once per bucket, a changed one gets a new key)."""
+    if location.startswith("oss://"):
+        return location.removeprefix("oss://").partition("/")[2]
+    path = resolve_task_path(location)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return f"{s.storage.datasets_prefix}own/{digest}/{path.name}"
+
+
 def dataset_files(s: Settings) -> DatasetFiles:
-    """<datasets_prefix><dataset>/<dataset_cache_key>/: staged once per bucket for the same content."""
-    d = s.dataset
-    prefix = f"{s.storage.datasets_prefix}{d.name.split('/')[-1]}/{dataset_cache_key(s)}/"
+    """A preset's: <datasets_prefix><dataset>/<dataset_cache_key>/, staged once per bucket for the same content.
+    Own files: each one's key (`own_file_key`); the program uploads the local ones (no Job)."""
+    d, task = s.dataset, s.task
+    if task.dataset.own_files:
+        train, test = own_file_key(s, task.dataset.train), own_file_key(s, task.dataset.val)
+        local = tuple(k for k, loc in ((train, task.dataset.train), (test, task.dataset.val)) if not loc.startswith("oss://"))
+        return DatasetFiles(prefix="", train=train, test=test, written=local)
+    prefix = f"{s.storage.datasets_prefix}{task.preset.hub_id.split('/')[-1].lower()}/{dataset_cache_key(s)}/"
     full = (f"{prefix}train.parquet", f"{prefix}test.parquet")
     subsets = (f"{prefix}train{d.train_subset}.parquet", f"{prefix}test{d.test_subset}.parquet")
     train, test = subsets if d.use_subsets else full

@@ -30,9 +30,11 @@ from components.config import (
     stack_file,
 )
 from components.config.sharing import experiment_on_platform_problems
+from components.config.task import task_root
 from components.experiment import IdentityError, check_experiment_identity
 from components.model import parse_settings, resolve_layout
 from components.sweep import variants
+from components.task_check import require_task
 from components.wiring import ray_namespace
 from components.workloads.training.verl_compose import refuse_uncomposable
 from offline import day2, review
@@ -356,10 +358,17 @@ def replace_out_folder(tmp: Path, out: Path) -> None:
 
 def build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None,
                changes: ChangeReview | None = None) -> dict:
+    with task_root(Path(path).resolve().parent):  # a task's files are relative to its stack file's folder
+        return _build_plan(path, stack, out, secret_values, changes)
+
+
+def _build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str] | None = None,
+                changes: ChangeReview | None = None) -> dict:
     # SettingsError -> exit 2 before anything runs: the settings first (every problem with its field), then the
     # rest of the config as the program will see it.
     raw = raw_settings(path)
     settings = parse_settings(raw)
+    require_task(settings)  # the task's CPU proof (components/task_check.py): exit 2 naming task.* on a problem
     if settings.kind != "platform":  # verl composes the job's config, overrides included, before the program runs
         refuse_uncomposable(settings, resolve_layout(settings), [(v.settings, v.layout) for v in variants(settings)])
     config, secret_keys, _ = stack_config(path, secret_values)

@@ -1,13 +1,19 @@
-"""Turn GSM8K into verl's tool-agent parquet files and upload them to OSS.
+"""Turn GSM8K into verl's parquet files and upload them to OSS.
 
-Run in the dataset Job as `python -m pipeline.gsm8k`. Each row has the layout of verl's
+Run in the dataset Job as `python -m pipeline.gsm8k`. By default each row has the layout of verl's
 examples/data_preprocess/gsm8k_tool_agent_loop.py: the `agent_name: tool_agent` column makes
 verl's agent loop offer the `calc_gsm8k_reward` tool (without it rollouts fall back to
-single_turn_agent and no tool is ever called).
+single_turn_agent and no tool is ever called). With AGENT_NAME=single_turn_agent (a task without tools) the rows
+name verl's single_turn_agent, carry no tools_kwargs and their system prompt mentions no tool (it still asks for
+`#### <answer>`, the format the reward reads).
+
+Every row is checked against verl's RLHFDataset layout (pipeline/rows.py) before anything is written or uploaded:
+a row verl could not train on exits with status 2 naming the file, the row and the column.
 
 Environment:
   DATASET_NAME    only `openai/gsm8k` (default); anything else exits with status 2.
   DATASET_CONFIG  GSM8K config, default `main`.
+  AGENT_NAME      `tool_agent` (default) or `single_turn_agent`: the agent loop every row names.
   OSS_BUCKET      bucket to upload to (required).
   OSS_REGION      bucket region, e.g. ap-southeast-1 (required).
   OSS_ENDPOINT    optional endpoint override (a test server, or a specific domain).
@@ -31,12 +37,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from pipeline.marker import complete, read_state, write_marker
 from pipeline.oss_client import CredentialsMissing, client_from_env, normalize_prefix, require
 from pipeline.oss_upload import upload_directory
+from pipeline.rows import SINGLE_TURN_AGENT, TOOL_AGENT, RowError, parse_agent_name, parse_subsets, write_splits
 
 DATA_SOURCE = "openai/gsm8k"
 SUPPORTED_DATASETS = (DATA_SOURCE,)
@@ -48,6 +52,11 @@ SYSTEM_PROMPT = (
     "Reasoning step by step before any tool call. "
     "You should use the `calc_gsm8k_reward` tool after step by step solving the question, "
     "before generate final answer at least once and refine your answer if necessary. "
+    "Put your final answer in the format of `#### <answer>`."
+)
+# The same instructions without the tool, for single-turn rows (no tool is offered; the reward still reads `####`).
+SINGLE_TURN_SYSTEM_PROMPT = (
+    "You are a math expert. You are given a question and you need to solve it step by step. "
     "Put your final answer in the format of `#### <answer>`."
 )
 INSTRUCTION = "Let's think step by step and output the final answer after `####`."
@@ -68,12 +77,26 @@ def extract_answer(solution: str) -> str:
     return m.group(1).replace(",", "")
 
 
-def build_row(example: Mapping[str, str], index: int, split: str) -> dict:
-    """One verl tool-agent row from a GSM8K example ({"question", "answer"})."""
+def build_row(example: Mapping[str, str], index: int, split: str, agent_name: str = TOOL_AGENT) -> dict:
+    """One verl row from a GSM8K example ({"question", "answer"}): a tool-agent row (the default) or, with
+    `agent_name` single_turn_agent, one without tools."""
     question_raw = example["question"]
     answer_raw = example["answer"]
     question = question_raw + " " + INSTRUCTION
     answer = extract_answer(answer_raw)
+    if agent_name == SINGLE_TURN_AGENT:
+        return {
+            "data_source": DATA_SOURCE,
+            "agent_name": SINGLE_TURN_AGENT,
+            "prompt": [
+                {"role": "system", "content": SINGLE_TURN_SYSTEM_PROMPT},
+                {"role": "user", "content": question},
+            ],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": answer},
+            # verl's examples/data_preprocess/gsm8k.py (its single-turn rows) keeps these four.
+            "extra_info": {"split": split, "index": index, "answer": answer_raw, "question": question_raw},
+        }
     return {
         "data_source": DATA_SOURCE,
         "agent_name": "tool_agent",
@@ -97,40 +120,15 @@ def build_row(example: Mapping[str, str], index: int, split: str) -> dict:
     }
 
 
-def build_rows(examples, split: str) -> list[dict]:
-    return [build_row(example, index, split) for index, example in enumerate(examples)]
-
-
-def parse_subsets(spec: str) -> dict[str, int]:
-    """`train:20,test:100` -> {"train": 20, "test": 100}; '' -> {}."""
-    out: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        split, sep, count = item.partition(":")
-        if not sep or not split or not count.isdigit() or int(count) < 1:
-            raise ValueError(f"SUBSETS entry {item!r} must look like `train:20` (split name, colon, count >= 1)")
-        out[split] = int(count)
-    return out
-
-
-def write_parquet(rows_by_split: Mapping[str, list[dict]], out_dir: str | os.PathLike,
-                  subsets: Mapping[str, int]) -> list[Path]:
-    """Write `<split>.parquet` for every split and `<split><n>.parquet` holding its first n rows."""
-    for split, n in subsets.items():
-        if split not in rows_by_split:
-            raise ValueError(f"subset {split}:{n} names a split that does not exist; splits are "
-                             f"{', '.join(sorted(rows_by_split))}")
-        if n > len(rows_by_split[split]):
-            raise ValueError(f"subset {split}:{n} asks for more rows than the split has ({len(rows_by_split[split])})")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    targets = [(f"{split}.parquet", rows) for split, rows in rows_by_split.items()]
-    targets += [(f"{split}{n}.parquet", rows_by_split[split][:n]) for split, n in subsets.items()]
-    for name, rows in targets:
-        path = out / name
-        pq.write_table(pa.Table.from_pylist(rows), path)
-        written.append(path)
-    return written
+def build_rows(examples, split: str, agent_name: str = TOOL_AGENT) -> list[dict]:
+    """Every example's row; an example without a usable answer is a RowError naming the split, row and column."""
+    rows = []
+    for index, example in enumerate(examples):
+        try:
+            rows.append(build_row(example, index, split, agent_name))
+        except ValueError as err:
+            raise RowError(f"{DATA_SOURCE} {split} split, row {index}, column answer: {err}") from None
+    return rows
 
 
 @dataclass(frozen=True)
@@ -142,6 +140,7 @@ class JobConfig:
     subsets: dict[str, int]
     output_dir: Path
     hf_token: str | None
+    agent_name: str = TOOL_AGENT
 
 
 class UnsupportedDataset(ValueError):
@@ -153,7 +152,7 @@ def config_from_env(env: Mapping[str, str]) -> JobConfig:
     if name not in SUPPORTED_DATASETS:
         # The tutorial's job defaulted to hiyouga/geometry3k and then parsed GSM8K fields; refuse instead.
         raise UnsupportedDataset(f"DATASET_NAME={name!r} is not supported: this job only preprocesses "
-                                 f"{', '.join(SUPPORTED_DATASETS)} into verl's tool-agent format")
+                                 f"{', '.join(SUPPORTED_DATASETS)} (the math and code presets: python -m pipeline.task_dataset)")
     return JobConfig(
         dataset_name=name,
         dataset_config=env.get("DATASET_CONFIG") or "main",
@@ -162,6 +161,7 @@ def config_from_env(env: Mapping[str, str]) -> JobConfig:
         subsets=parse_subsets(env.get("SUBSETS", "train:20,test:100")),
         output_dir=Path(env.get("OUTPUT_DIR") or "/tmp/gsm8k"),
         hf_token=env.get("HF_TOKEN") or None,
+        agent_name=parse_agent_name(env.get("AGENT_NAME") or TOOL_AGENT),
     )
 
 
@@ -176,7 +176,7 @@ def load_gsm8k(config: JobConfig) -> dict[str, list[dict]]:
 def identity(config: JobConfig) -> dict:
     """What the marker names: a complete prefix for other values is staged again (pipeline/marker.py)."""
     return {"dataset": config.dataset_name, "config": config.dataset_config,
-            "subsets": ",".join(f"{k}:{v}" for k, v in sorted(config.subsets.items()))}
+            "subsets": ",".join(f"{k}:{v}" for k, v in sorted(config.subsets.items())), "agent_name": config.agent_name}
 
 
 def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list]] | None = None,
@@ -189,8 +189,8 @@ def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list
     if done:
         return None
     raw = (load or load_gsm8k)(config)
-    rows = {split: build_rows(examples, split) for split, examples in raw.items()}
-    files = write_parquet(rows, config.output_dir, config.subsets)
+    rows = {split: build_rows(examples, split, config.agent_name) for split, examples in raw.items()}
+    files = write_splits(rows, config.output_dir, config.subsets)  # every row checked before the first write
     for path in files:
         log(f"wrote {path}")
     summary = upload_directory(client, config.bucket, config.output_dir, config.prefix, log=log)
@@ -206,7 +206,11 @@ def main(env: Mapping[str, str] | None = None) -> int:
     except (ValueError, KeyError, CredentialsMissing) as err:
         print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
         return 2
-    run(config, client)
+    try:
+        run(config, client)
+    except RowError as err:  # nothing was uploaded: the rows are checked before the first write
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

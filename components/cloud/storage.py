@@ -112,6 +112,7 @@ class Storage(pulumi.ComponentResource):
         s = args.settings
         st = s.storage
         keep = pulumi.ResourceOptions(parent=self, provider=args.provider, **keep_options(s))
+        self.provider = args.provider  # the experiment's task files go to this bucket through the same provider
 
         self.bucket: alicloud.oss.Bucket | None = None
         self.policy: alicloud.oss.BucketPolicy | None = None

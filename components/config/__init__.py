@@ -40,9 +40,9 @@ from components.config.models import CUSTOM, FAMILIES, PRESET_NAMES, PRESETS, Cu
 from components.config.project import PROJECT, REPO_ROOT, SECRET_KEYS, SETTINGS_KEY, STACKS_DIR
 from components.config.root import Settings
 from components.config.sandbox import SandboxSettings, TlsSettings
+from components.config.task import TASK_PRESETS, TaskPreset, TaskSettings
 from components.config.training import (
     PIPELINE_IMPORTS,
-    SUPPORTED_DATASETS,
     DatasetSettings,
     JobSettings,
     ModelSettings,
@@ -55,7 +55,7 @@ __all__ = [
     "ADDON_ROLES", "CUSTOM", "FAMILIES", "PRESETS", "CustomModelSettings", "DEFAULT_ADDONS", "DEFAULT_CREATE_MINUTES",
     "DEFAULT_PRICES_USD", "DNS1035", "DNS1123_LABEL", "DNS1123_SUBDOMAIN",
     "OPTIONAL_ADDONS", "PIPELINE_IMPORTS", "PRESET_NAMES", "PRICE_KEYS", "PROJECT", "RAYJOB_NAME_MAX", "REPO_ROOT",
-    "SECRET_KEYS", "SETTINGS_KEY", "STACKS_DIR", "SUPPORTED_DATASETS", "AddonSetting", "ClusterSettings",
+    "SECRET_KEYS", "SETTINGS_KEY", "STACKS_DIR", "TASK_PRESETS", "TaskPreset", "TaskSettings", "AddonSetting", "ClusterSettings",
     "CostSettings", "DatasetSettings", "EcsGpuSettings", "GpuPoolSettings", "ImageSettings", "JobSettings",
     "LatencySettings", "LingjunSettings", "ModelSettings", "NetworkSettings", "Problem", "SandboxManagerAddonKeys",
     "SandboxSettings", "Settings", "SettingsError", "StorageSettings", "Strict", "SystemPoolSettings",

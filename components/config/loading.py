@@ -93,8 +93,41 @@ def _siblings(loc: tuple) -> list[str]:
 _SECRET_NAMES = {name: key for key in SECRET_KEYS for name in (key, re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower())}
 
 
+# verl's own names for what the settings model under other names (verl 0.9.1 keys, ../shared/research/verl-task-keys.md):
+# a stack file that uses one is told where the program takes it, not "check the spelling". Each target is a real
+# settings path (a test walks the model) or starts with "not supported" and says what to do instead.
+VERL_CONCEPTS: dict[str, str] = {
+    "custom_reward_function": "task.reward (file: your reward's file in the stacks folder, function: its name)",
+    "reward_function": "task.reward (file: your reward's file in the stacks folder, function: its name)",
+    "compute_score": "task.reward.function",
+    "reward_kwargs": "task.reward.kwargs",
+    "reward_fn_key": "task.dataset (rows carry data_source; verl's default key)",
+    "train_files": "task.dataset.train", "val_files": "task.dataset.val",
+    "train_file": "task.dataset.train", "val_file": "task.dataset.val",
+    "data_source": "task.dataset (each row's data_source column) and task.reward.checks[].data_source",
+    "tool_config_path": "task.tools (answer, code or your own {file, class})",
+    "function_tool_path": "task.tools (your own {file} of @function_tool functions)",
+    "tools_config": "task.tools", "agent_name": "task.tools ([] = single turn: verl's single_turn_agent)",
+    "default_agent_loop": "task.tools ([] = single turn: verl's single_turn_agent)",
+    "multi_turn": "task.tools and training.max_assistant_turns",
+    "sandbox_fusion": "task.reward.sandbox (the platform's own sandboxes run the tests)",
+    "reward_manager": "not supported: the job runs verl's naive reward manager with task.reward; say which manager "
+                      "you need in an issue",
+    "dataset_name": "task.dataset.preset", "hf_dataset": "task.dataset.preset",
+}
+
+
 def _unknown_setting(loc: tuple) -> str:
     name = str(loc[-1]) if loc else ""
+    if tuple(loc) == ("dataset", "name"):
+        return ("dataset.name moved: the dataset is task.dataset.preset (gsm8k, math, code) or your own parquet files "
+                "(task.dataset.train and val); docs/task.md")
+    where = VERL_CONCEPTS.get(name)
+    if where:
+        if where.startswith("not supported"):
+            return f"`{name}` is a verl setting this program does not take ({where})"
+        return f"`{name}` is a verl setting this program takes as `{where.split(' ')[0]}`" + (
+            f" ({where.split(' ', 1)[1].strip('()')})" if " " in where else "") + "; docs/task.md"
     if name in _SECRET_NAMES:
         key = _SECRET_NAMES[name]
         return (f"a secret written in plaintext under {SETTINGS_KEY}: delete this line and run `pulumi config set "

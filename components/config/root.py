@@ -25,6 +25,7 @@ from components.config.project import PROJECT
 from components.config.rules import Problems, rule
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
+from components.config.task import TaskSettings, task_stack_problems
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
 from components.config.types import (
     EnvironmentName,
@@ -82,7 +83,10 @@ class Settings(Strict):
     system_pool: SystemPoolSettings = Field(default_factory=SystemPoolSettings, description="CPU pool for everything else.")
     storage: StorageSettings = Field(description="OSS bucket for datasets, models and checkpoints.")
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Code sandboxes behind the MCP tool.")
-    dataset: DatasetSettings = Field(default_factory=DatasetSettings, description="Training data.")
+    task: TaskSettings = Field(
+        default_factory=TaskSettings, description="The task: dataset, reward and tools (GSM8K with its answer tool "
+        "unless the stack says otherwise; docs/task.md).")
+    dataset: DatasetSettings = Field(default_factory=DatasetSettings, description="The dataset Job of a preset task.")
     model: ModelSettings = Field(default_factory=ModelSettings, description="Model preset and parallelism overrides.")
     training: TrainingSettings = Field(default_factory=TrainingSettings, description="verl trainer settings.")
     job: JobSettings = Field(default_factory=JobSettings, description="RayJob lifecycle.")
@@ -149,6 +153,11 @@ class Settings(Strict):
                 "kind=platform with image.source=built needs image.digest (sha256:...): experiments run "
                 "the image the platform exports, pinned by digest so a re-pushed tag cannot change it; "
                 "copy it from the image workflow's output")
+
+    @rule
+    def _task(self) -> Problems:
+        """Rules joining the task to the rest of the stack (components/config/task.py)."""
+        yield from task_stack_problems(self)
 
     @rule
     def _cross(self) -> Problems:

@@ -35,23 +35,23 @@ from components.config.types import (
     Strict,
 )
 
-# Datasets the dataset Job can preprocess; pipeline/gsm8k.py keeps the same list for the pod (it cannot import
-# this package there) and tests/pipeline compares the two.
-SUPPORTED_DATASETS = ("openai/gsm8k",)
-
-
 
 # --------------------------------------------------------------------------------------------- data & model
 class DatasetSettings(Strict):
-    name: Literal["openai/gsm8k"] = Field(
-        "openai/gsm8k", description="Dataset the pipeline preprocesses (only GSM8K is supported).")
-    config: PlainName = Field("main", description="Dataset config name.")
+    """The dataset Job (task.dataset.preset's rows): its subsets and resources; task.dataset says what it fetches."""
+
+    config: PlainName | None = Field(
+        None, description="Hub config of the task's preset dataset. Empty = the preset's (gsm8k: main).")
     train_subset: int = Field(
         20, ge=1, le=INT64_MAX, description="Rows in the small train subset (train<N>.parquet) smoke stacks use.")
     test_subset: int = Field(100, ge=1, le=INT64_MAX, description="Rows in the small test subset (test<N>.parquet).")
     use_subsets: bool = Field(True, description="Train on the small subsets (smoke runs) instead of the full splits.")
-    full_train_rows: int = Field(7473, ge=1, le=INT64_MAX, description="Rows in the full GSM8K train split (openai/gsm8k main).")
-    full_test_rows: int = Field(1319, ge=1, le=INT64_MAX, description="Rows in the full GSM8K test split.")
+    full_train_rows: int | None = Field(
+        None, ge=1, le=INT64_MAX, description="Rows in the preset's full train split. Empty = the dataset card's "
+        "figure (components/config/task.py TASK_PRESETS: gsm8k 7473, math 7500, code 26758).")
+    full_test_rows: int | None = Field(
+        None, ge=1, le=INT64_MAX, description="Rows in the preset's full validation split. Empty = the dataset "
+        "card's figure.")
     job_cpu: CpuQuantity = Field("2", description="CPU request and limit of the dataset and model staging Jobs.")
     job_memory: MemoryQuantity = Field("8Gi", description="Memory request and limit of the dataset and model staging Jobs.")
     backoff_limit: int = Field(2, ge=0, le=10, description="Pod retries of the dataset and model staging Jobs.")
@@ -67,24 +67,6 @@ class DatasetSettings(Strict):
         "alicloud-disk-topology-alltype", description="StorageClass of the scratch disk the model staging Job "
         "downloads into (a generic ephemeral volume, deleted with the pod). The topology class binds in the pod's "
         "zone (WaitForFirstConsumer); check `kubectl get storageclass`.")
-
-    @field_validator("name", mode="before")
-    @classmethod
-    def _supported(cls, v):
-
-        if v not in SUPPORTED_DATASETS:
-            raise ValueError(f"dataset {v!r} is not supported: the dataset Job only preprocesses "
-                             f"{', '.join(SUPPORTED_DATASETS)} into verl's tool-agent format")
-        return v
-
-    @model_validator(mode="after")
-    def _subsets_fit(self) -> "DatasetSettings":
-        for split, n, rows in (("train", self.train_subset, self.full_train_rows),
-                               ("test", self.test_subset, self.full_test_rows)):
-            if n > rows:
-                raise ValueError(f"{split}_subset {n} exceeds the {rows} rows of the {split} split (the dataset "
-                                 f"Job would fail); use at most {rows}")
-        return self
 
 
 class ModelSettings(Strict):

@@ -21,6 +21,7 @@ from typing import Literal
 from components.config import Settings
 from components.config.models import ModelPreset
 from components.config.recipes import GROUP_ESTIMATORS
+from components.config.task import train_rows
 from components.model.presets import allowed_rollout_tp, preset_of, vllm_tp_ok
 
 GIB = 1024**3
@@ -464,11 +465,16 @@ def check_layout(s: Settings) -> list[Finding]:
             f"train_batch_size x rollout_n = {B * n} is not divisible by agent_num_workers {t.agent_num_workers} "
             "(rule 8: DataProto.chunk needs equal chunks); use a divisor such as 8")
     # Rule 14: the train dataloader drops the last partial batch.
-    rows = s.dataset.train_subset if s.dataset.use_subsets else s.dataset.full_train_rows
+    try:
+        rows = train_rows(s)
+    except ValueError as why:  # the task's local file is missing or not parquet
+        err("task.dataset.train", str(why))
+        rows = B
     if rows < B:
         err("training.train_batch_size",
             f"train_batch_size {B} is larger than the {rows} training rows (rule 14: drop_last leaves no batch); "
-            f"lower it or raise dataset.train_subset")
+            f"lower it or raise dataset.train_subset" + (" (or give more rows in task.dataset.train)"
+                                                         if s.task.dataset.own_files else ""))
     # Rule 15: group-relative estimators need several samples per prompt.
     if t.algorithm in GROUP_ESTIMATORS and n < 2:
         err("training.rollout_n", f"{t.algorithm} needs rollout_n >= 2 (rule 15: with one sample every advantage is "

@@ -9,6 +9,9 @@ as prefix) and leaves the Job out when the marker is there: the RayJob waits for
 was staged once for the platform. A single stack creates its bucket in the same `up`, so there is nothing to list
 before it: its Jobs always run and skip their own download when the marker is there (pipeline/stage_model.py).
 
+A task on the researcher's own files (task.dataset.train/val) has no dataset Job and so no dataset cache entry: the
+files are addressed by their own content (wiring.own_file_key). `staged_inputs` lists what is staged by a Job.
+
 The program never deletes a cache entry; teardown.py deletes nothing under the models or datasets prefixes.
 """
 
@@ -25,6 +28,16 @@ from components.wiring import completion_marker, dataset_files, model_path
 
 Staged = Literal["model", "dataset"]
 STAGED: tuple[Staged, ...] = ("model", "dataset")
+
+
+def dataset_job_needed(s: Settings) -> bool:
+    """Whether a dataset Job converts the task's rows: a preset (gsm8k, math, code) does; own files do not."""
+    return s.task.dataset.preset_name is not None
+
+
+def staged_inputs(s: Settings) -> tuple[Staged, ...]:
+    """What a staging Job fills for this stack: the model always, the dataset only for a preset task."""
+    return tuple(what for what in STAGED if what != "dataset" or dataset_job_needed(s))
 
 
 def staged_prefix(s: Settings, what: Staged) -> str:
@@ -57,7 +70,7 @@ def marker_listed(keys: list[str], marker: str) -> bool:
 def cache_entries(s: Settings, provider: Optional[pulumi.ProviderResource]) -> dict[Staged, CacheEntry]:
     """Each staged input's prefix, marker and, where the bucket already exists, whether the marker is there."""
     out = {}
-    for what in STAGED:
+    for what in staged_inputs(s):
         prefix = staged_prefix(s, what)
         marker = completion_marker(prefix)
         done = None

@@ -3,8 +3,11 @@
 - A ConfigMap ships the in-cluster code (`pipeline/*.py`, read when the program runs). Its name carries a digest
   of those files, and each Job's name carries a digest of the code and of its own spec: Jobs are immutable, so a
   change to the code or to a setting the Job uses makes a new Job (a new run) instead of a failed update.
-- `gsm8k-<digest>` runs `python -m pipeline.gsm8k`: GSM8K -> verl tool-agent parquet files under
-  `wiring.dataset_files(settings).prefix` (full splits and the small subsets).
+- `<dataset>-<digest>` (e.g. `gsm8k-…`, `math-lighteval-…`, `eurus-2-rl-data-…`) runs the task preset's converter
+  (`wiring.PRESET_CONVERTERS`: `python -m pipeline.gsm8k`, or `python -m pipeline.task_dataset` for math and code):
+  the hub dataset -> verl parquet files under `wiring.dataset_files(settings).prefix` (full splits and the small
+  subsets), every row checked first (pipeline/rows.py). Its rows name verl's single_turn_agent when the task has no
+  tools (`wiring.single_turn`), else tool_agent. A task on its own files has no dataset Job (`dataset_job_needed`).
 - `stage-<model>-<digest>` runs `python -m pipeline.stage_model`: the preset's weights from Hugging Face or
   ModelScope into `wiring.model_path(settings)` (content-addressed by hub, repo and revision), skipped when its
   completion marker is already there.
@@ -34,6 +37,7 @@ import pulumi_kubernetes as k8s
 from components.config import PIPELINE_IMPORTS, REPO_ROOT, Settings
 from components.model import preset_of
 from components.wiring import (
+    PRESET_CONVERTERS,
     RERUN_FAILED_JOB,
     ClusterRefs,
     StorageRefs,
@@ -44,9 +48,11 @@ from components.wiring import (
     oss_endpoint,
     resource_kwargs,
     restricted_container_security,
+    single_turn,
     system_scheduling,
 )
-from components.workloads.cache import CacheEntry, Staged
+from components.workloads.cache import CacheEntry, Staged, dataset_job_needed
+from components.workloads.training.verl_config import TOOL_AGENT_NAME
 
 PIPELINE_DIR = REPO_ROOT / "pipeline"
 CODE_ROOT = "/opt/verl-ack"  # the ConfigMap is mounted at <CODE_ROOT>/pipeline, so `python -m pipeline.x` works
@@ -57,6 +63,10 @@ HUB_TOKEN_KEYS = {"hf": "hf-token", "modelscope": "modelscope-token"}
 # Keys of the access-key Secret (the OSS CSI driver's convention, which the cloud layer follows).
 ACCESS_KEY_ID_KEY, ACCESS_KEY_SECRET_KEY = "akId", "akSecret"
 NOBODY = 65534
+# verl's agent loop without tools (verl 0.9.1 experimental/agent_loop/single_turn_agent_loop.py
+# `@register("single_turn_agent")`); pipeline/rows.py names the same (the pod cannot import components/, and
+# components may not import the pod's code: tests/components/workloads/test_data.py compares them).
+SINGLE_TURN_AGENT = "single_turn_agent"
 # A ConfigMap holds at most 1 MiB; leave room for its metadata.
 CONFIGMAP_LIMIT = 900 * 1024
 DATASET_SCRATCH = "4Gi"
@@ -235,26 +245,38 @@ def _named(base: str, build, s: Settings, code: PipelineCode, storage: StorageRe
 
 
 # --------------------------------------------------------------------------------------------- Jobs
+def dataset_agent_env(s: Settings) -> list[dict]:
+    """The agent loop every row names (AGENT_NAME): verl's single_turn_agent for a task without tools, else
+    tool_agent (whose rows carry the answer tool's ground truth)."""
+    return [{"name": "AGENT_NAME", "value": SINGLE_TURN_AGENT if single_turn(s) else TOOL_AGENT_NAME}]
+
+
 def dataset_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, service_account: str,
                          tokens: frozenset[str] = frozenset()) -> dict:
-    """`tokens`: which hub tokens the hub-token Secret holds ({"hf", "modelscope"})."""
-    d = s.dataset
+    """`tokens`: which hub tokens the hub-token Secret holds ({"hf", "modelscope"}). Only for a preset task
+    (`dataset_job_needed`): own files are uploaded by the program, not converted by a Job."""
+    if not dataset_job_needed(s):
+        raise ValueError("dataset_job_manifest: task.dataset names your own files; no dataset Job converts them")
+    d, preset, name = s.dataset, s.task.preset, s.task.dataset.preset_name
+    config = d.config or preset.config
 
     def build(st: StorageRefs) -> dict:
         env = _oss_env(s, st, dataset_files(s).prefix) + [
-            {"name": "DATASET_NAME", "value": d.name},
-            {"name": "DATASET_CONFIG", "value": d.config},
+            {"name": "DATASET_NAME", "value": preset.hub_id},
+            *([{"name": "DATASET_CONFIG", "value": config}] if config else []),
+            *dataset_agent_env(s),
             # Always write the small subsets too: smoke stacks train on them, and they are tiny.
             {"name": "SUBSETS", "value": f"train:{d.train_subset},test:{d.test_subset}"},
             {"name": "OUTPUT_DIR", "value": f"{SCRATCH}/out"},
         ]
         if "hf" in tokens:
             env.append(_token_env("HF_TOKEN", "hf"))
-        return _job(s, code, component="dataset", module="pipeline.gsm8k", pins=packages(s, "dataset"), env=env,
+        return _job(s, code, component="dataset", module=f"pipeline.{PRESET_CONVERTERS[name]}",
+                    pins=packages(s, "dataset"), env=env,
                     scratch={"emptyDir": {"sizeLimit": DATASET_SCRATCH}}, service_account=service_account,
                     extra_resources={"ephemeral-storage": DATASET_SCRATCH})
 
-    return _named(_slug(d.name.split("/")[-1]), build, s, code, storage)
+    return _named(_slug(preset.hub_id.split("/")[-1]), build, s, code, storage)
 
 
 def model_job_manifest(s: Settings, code: PipelineCode, storage: StorageRefs, service_account: str,
@@ -363,7 +385,9 @@ class DataJobs(pulumi.ComponentResource):
         # A prefix whose completion marker the program found (an experiment on its platform's bucket) gets no Job:
         # nothing on the RayJob's path stages it again. The cache entry is named in the outputs instead.
         staged = {what: e for what, e in cache.items() if not e.needs_job}
-        self.dataset_job: Optional[k8s.batch.v1.Job] = None if "dataset" in staged else k8s.batch.v1.Job(
+        # A task on its own files has no dataset Job: the program uploads those files (no conversion to wait for).
+        own_files = not dataset_job_needed(s)
+        self.dataset_job: Optional[k8s.batch.v1.Job] = None if own_files or "dataset" in staged else k8s.batch.v1.Job(
             f"{name}-dataset", **resource_kwargs(dataset_job_manifest(s, code, args.storage, sa, tokens)),
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # a failed Job runs again next `up`
         self.model_job: Optional[k8s.batch.v1.Job] = None if "model" in staged else k8s.batch.v1.Job(
@@ -371,7 +395,9 @@ class DataJobs(pulumi.ComponentResource):
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))
         self.ready: list[pulumi.Resource] = [j for j in (self.dataset_job, self.model_job) if j is not None]
         self.register_outputs({
-            "dataset_job": self.dataset_job.metadata["name"] if self.dataset_job else f"cached: {staged['dataset'].marker}",
+            "dataset_job": (self.dataset_job.metadata["name"] if self.dataset_job
+                            else "none: task.dataset names your own files" if own_files
+                            else f"cached: {staged['dataset'].marker}"),
             "model_job": self.model_job.metadata["name"] if self.model_job else f"cached: {staged['model'].marker}",
             "code_config_map": self.code_config_map.metadata["name"],
         })

@@ -20,12 +20,13 @@ from offline.report.layout import layout_section
 from offline.report.section import Section
 from offline.report.security import security_section
 from offline.report.sharing import sharing_section
+from offline.report.task import task_section
 from offline.report.teardown_bill import teardown_section
 from offline.report.training import training_section
 from offline.report.workloads import data_section, sandbox_section
 
 BUILDERS: list[Callable[[Settings, Any], Section]] = [layout_section, cloud_section, latency_section, cost_section,
-                                                      sandbox_section, data_section, training_section,
+                                                      sandbox_section, data_section, task_section, training_section,
                                                       security_section, sharing_section, checklist_section,
                                                       teardown_section]
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from components.config import DEFAULT_PRICES_USD, Settings
+from components.config.task import train_rows
 from components.model import preset_of
 from components.model.wait import gpu_pool_autoscales, model_bytes
 from components.sweep import variants
@@ -129,7 +130,7 @@ def training_steps(s: Settings) -> int:
     t = s.training
     if t.total_training_steps is not None:
         return t.total_training_steps
-    rows = s.dataset.train_subset if s.dataset.use_subsets else s.dataset.full_train_rows
+    rows = train_rows(s)
     return t.total_epochs * (rows // t.train_batch_size)  # verl's train dataloader drops the last partial batch
 
 

@@ -34,6 +34,23 @@ def recipe_line(s: Settings, layout) -> str:
     return "; ".join(parts)
 
 
+def reward_line(s: Settings, reward_kwargs: dict) -> str:
+    """What the job's reward function scores with, read back from the reward kwargs the trainer file carries."""
+    if "task_reward" in reward_kwargs:
+        return (f"your `{reward_kwargs['task_reward']['function']}` (`{s.task.reward.file}`, shipped as "
+                f"`{reward_kwargs['task_reward']['path']}`), on the tokens the model generated (tool replies "
+                "excluded), plus the tool rewards")
+    if "sandbox" in reward_kwargs:
+        return ("the row's unit tests, run in the sandboxes against the model's last code block (MCP "
+                f"`{reward_kwargs['sandbox']['mcp_tool']}`), on the tokens the model generated")
+    preset = s.task.preset
+    if preset is not None and preset.data_source == "openai/gsm8k":
+        return (f"verl's GSM8K scorer, `{reward_kwargs['gsm8k_method']}` mode, on the tokens the model generated "
+                "(tool replies excluded), plus the tool rewards")
+    return ("verl's default_compute_score by each row's data_source, on the tokens the model generated (tool replies "
+            "excluded), plus the tool rewards")
+
+
 def training_section(s: Settings, recording):
     """Plan section: the Ray cluster, what verl reads and writes, the tools and the job's lifecycle."""
 
@@ -53,10 +70,11 @@ def training_section(s: Settings, recording):
     shm = next(v["emptyDir"]["sizeLimit"] for v in head["volumes"] if v["name"] == "dshm")
     workers = sum(g["replicas"] for g in spec["rayClusterSpec"].get("workerGroupSpecs", []))
     tool_docs = tool_config(s)["tools"]
-    tools = [t["tool_schema"]["function"]["name"] for t in tool_docs]
+    tools = [t["tool_schema"]["function"]["name"] if "tool_schema" in t else t["class_name"] for t in tool_docs]
     # Read back from the rendered files the job gets: the reward function's kwargs and the answer tool's config.
     reward_kwargs = trainer_config(s)["reward"]["custom_reward_function"]["reward_kwargs"]
-    answer = next(t["config"] for t in tool_docs if t["tool_schema"]["function"]["name"] == GSM8K_TOOL)
+    answer = next((t["config"] for t in tool_docs if t.get("tool_schema", {}).get("function", {}).get("name") ==
+                   GSM8K_TOOL), None)
     vols = oss_volumes(s)
     train, val = dataset_paths(s)
     # A built image installs nothing at start: its runtime env carries PYTHONPATH but no `pip` list.
@@ -84,12 +102,13 @@ def training_section(s: Settings, recording):
         ("checkpoints", f"`{checkpoint_dir(s)}` = `{checkpoint_key_prefix(s)}` in the bucket "
                         f"(save {', '.join(s.training.save_contents)}; resume_mode auto)"),
         ("volumes", ", ".join(f"{k}: {v.fuse_type} {v.access_mode} `{v.prefix}`" for k, v in vols.items())),
-        ("tools", ", ".join(f"`{t}`" for t in tools) + (f" (MCP `{mcp_url(s)}`)" if s.sandbox.enabled else "")),
-        ("reward", f"verl's GSM8K scorer, `{reward_kwargs['gsm8k_method']}` mode, on the tokens the model generated "
-                   "(tool replies excluded), plus the tool rewards"),
-        ("answer tool", f"`{GSM8K_TOOL}` reveals `{answer['reveal']}`, at most {answer['max_calls']} call(s) per "
-                        f"trajectory, scored in `{answer['gsm8k_method']}` mode"),
+        ("tools", (", ".join(f"`{t}`" for t in tools) or "none (single turn)") +
+                  (f" (MCP `{mcp_url(s)}`)" if s.sandbox.enabled and tools else "")),
+        ("reward", reward_line(s, reward_kwargs)),
     ]
+    if answer is not None:
+        rows.append(("answer tool", f"`{GSM8K_TOOL}` reveals `{answer['reveal']}`, at most {answer['max_calls']} "
+                                    f"call(s) per trajectory, scored in `{answer['gsm8k_method']}` mode"))
     composition = verl_compose.validate(s, layout) if s.kind != "platform" else None
     overrides = verl_compose.overrides_table(s)
     rows += [
@@ -106,6 +125,7 @@ def training_section(s: Settings, recording):
             "runtime_pip": pip, "train_files": train, "val_files": val, "model_path": model_dir(s),
             "model_read_path": read_path, "model_prefetch": copier is not None,
             "checkpoint_dir": checkpoint_dir(s), "checkpoint_key_prefix": checkpoint_key_prefix(s), "tools": tools,
-            "gsm8k_scoring": reward_kwargs["gsm8k_method"], "answer_tool_reveal": answer["reveal"],
-            "answer_tool_max_calls": answer["max_calls"], "table": rows_data(rows)}
+            "gsm8k_scoring": reward_kwargs["gsm8k_method"], "reward_kind": s.task.reward_kind,
+            "answer_tool_reveal": answer["reveal"] if answer else None,
+            "answer_tool_max_calls": answer["max_calls"] if answer else None, "table": rows_data(rows)}
     return Section("training", "Training job", table(rows, ("training job", "value")), data)

@@ -107,7 +107,7 @@ def test_a_plain_tool_agent_trajectory_is_refused_rather_than_scored_on_tool_tex
     loops, tools, compute_score, s = job(verl, build_tools, prints_72)
     output, tokenizer = rollout(loops, tools, s, ECHO,
                                 target="verl.experimental.agent_loop.tool_agent_loop.ToolAgentLoop")
-    with pytest.raises(Exception, match="agent loop .* is not in force"):
+    with pytest.raises(Exception, match="agent loops .* are not in force"):
         reward_of(verl, output, ROW, tokenizer, compute_score)
 
 

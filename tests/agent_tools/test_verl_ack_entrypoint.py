@@ -229,6 +229,44 @@ def test_an_mlflow_outage_never_changes_the_jobs_exit_code(job_env):
     assert proc.returncode == 0 and "could not create the trainer's MLflow run" in proc.stderr
 
 
+def test_a_reward_refusal_stops_verl_fails_the_job_and_says_why(job_env):
+    """verl's v1 trainer only logs an exception of the reward; the reward writes its reason where the entrypoint
+    watches (VERL_ACK_REFUSAL_FILE, on the shared checkpoint volume), and the entrypoint stops the job with it."""
+    refusals = job_env.tmp / "checkpoints" / ".verl-ack-refusals"
+    proc = start(job_env, "sleep", f"--refusal-dir={refusals}")
+    wait_for(Path(job_env.env["CHILD_READY"]))
+    refusals.mkdir(parents=True)
+    (refusals / f"{JOB}.txt").write_text("a trajectory reached the reward without 'verl_ack_model_text'")
+    _, err = proc.communicate(timeout=60)
+    assert Path(job_env.env["CHILD_TERMED"]).read_text() == "yes"  # verl got the stop
+    assert proc.returncode == 3
+    assert "the reward refused a trajectory: a trajectory reached the reward without 'verl_ack_model_text'" in err
+    assert_job_runs(job_env, "FAILED")
+    assert not (refusals / f"{JOB}.txt").exists()  # its own file: a retry of the job starts without it
+
+
+def test_every_ray_worker_learns_where_to_write_a_refusal(job_env):
+    """The file reaches the reward workers as the run id does: a runtime_env env var override on verl's command."""
+    refusals = job_env.tmp / "refusals"
+    env = {k: v for k, v in job_env.env.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.run([sys.executable, str(job_env.config / ENTRYPOINT_MODULE_FILE), f"--refusal-dir={refusals}",
+                           "--", sys.executable, "-c", "import sys; print(sys.argv[1:])", "verl.trainer.main_ppo"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_ACK_REFUSAL_FILE='{refusals}/{JOB}.txt'" in proc.stdout
+
+
+def test_the_reward_and_the_entrypoint_name_the_same_refusal_variable():
+    from components.workloads.training.verl_config import ENTRYPOINT_SOURCE, REWARD_SOURCE
+
+    def constant(path, name):
+        return next(line.split("=", 1)[1].split("#")[0].strip().strip('"') for line in path.read_text().splitlines()
+                    if line.startswith(f"{name} ="))
+
+    assert constant(REWARD_SOURCE, "REFUSAL_FILE_ENV") == constant(ENTRYPOINT_SOURCE, "REFUSAL_ENV") \
+        == "VERL_ACK_REFUSAL_FILE"
+
+
 # --------------------------------------------------------------------------------------------- the pieces it relies on
 def test_the_run_id_reaches_verls_tracking_and_every_worker_through_verls_own_config(tmp_path):
     """The two words the entrypoint appends compose into verl's config in struct mode (ray_kwargs.ray_init.runtime_env

@@ -1,4 +1,5 @@
-"""The GSM8K job: answer extraction, verl's tool-agent row format, parquet files and the upload."""
+"""The GSM8K job: answer extraction, verl's tool-agent and single-turn row formats, the row check, parquet files and
+the upload."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import gsm8k
-from pipeline.gsm8k import JobConfig, build_row, build_rows, extract_answer, parse_subsets, write_parquet
+from pipeline.gsm8k import JobConfig, build_row, build_rows, extract_answer
+from pipeline.rows import RowError, check_rows, parse_subsets, write_splits
 from tests.fakeoss import FakeOss
 
 # Shaped like openai/gsm8k `main`: a worked solution with <<calculator>> annotations, then `#### <n>`.
@@ -90,6 +92,32 @@ def test_a_row_has_exactly_verls_tool_agent_layout():
     }
 
 
+def test_a_single_turn_row_names_verls_single_turn_agent_and_offers_no_tool():
+    example = EXAMPLES["train"][0]
+    row = build_row(example, 0, "train", "single_turn_agent")
+    assert row["agent_name"] == "single_turn_agent"
+    assert "tools_kwargs" not in row["extra_info"] and "need_tools_kwargs" not in row["extra_info"]
+    system = row["prompt"][0]
+    assert system["role"] == "system" and "calc_gsm8k_reward" not in system["content"] and "tool" not in system["content"]
+    assert "`#### <answer>`" in system["content"], "the reward still reads the answer after ####"
+    tool = build_row(example, 0, "train")
+    assert row["prompt"][1] == tool["prompt"][1] and row["reward_model"] == tool["reward_model"]
+    assert row["data_source"] == tool["data_source"] == "openai/gsm8k", "the same scorer scores both"
+
+
+@pytest.mark.parametrize("agent", ["tool_agent", "single_turn_agent"])
+def test_every_built_row_passes_verls_row_rule(agent):
+    for split, examples in EXAMPLES.items():
+        summary = check_rows(build_rows(examples, split, agent), f"{split}.parquet")
+        assert summary.agent_names == {agent: len(examples)}
+
+
+def test_an_example_without_an_answer_fails_naming_the_split_row_and_column():
+    broken = [EXAMPLES["test"][0], {"question": "How many?", "answer": "no marker here"}]
+    with pytest.raises(RowError, match=r"test split, row 1, column answer: .*no '####' answer marker"):
+        build_rows(broken, "test")
+
+
 def test_rows_are_indexed_by_position_within_their_split():
     rows = build_rows(EXAMPLES["test"], "test")
     assert [(r["extra_info"]["split"], r["extra_info"]["index"]) for r in rows] == [("test", 0), ("test", 1)]
@@ -98,7 +126,7 @@ def test_rows_are_indexed_by_position_within_their_split():
 
 def test_parquet_files_hold_every_split_and_the_requested_head_subsets(tmp_path):
     rows = {split: build_rows(examples, split) for split, examples in EXAMPLES.items()}
-    files = write_parquet(rows, tmp_path, {"train": 2, "test": 1})
+    files = write_splits(rows, tmp_path, {"train": 2, "test": 1})
     assert sorted(p.name for p in files) == ["test.parquet", "test1.parquet", "train.parquet", "train2.parquet"]
     assert pq.read_table(tmp_path / "train.parquet").to_pylist() == rows["train"]
     assert pq.read_table(tmp_path / "train2.parquet").to_pylist() == rows["train"][:2]
@@ -108,9 +136,9 @@ def test_parquet_files_hold_every_split_and_the_requested_head_subsets(tmp_path)
 def test_a_subset_larger_than_its_split_or_of_an_unknown_split_is_refused(tmp_path):
     rows = {split: build_rows(examples, split) for split, examples in EXAMPLES.items()}
     with pytest.raises(ValueError, match="more rows than the split has"):
-        write_parquet(rows, tmp_path, {"test": 3})
+        write_splits(rows, tmp_path, {"test": 3})
     with pytest.raises(ValueError, match="split that does not exist"):
-        write_parquet(rows, tmp_path, {"validation": 1})
+        write_splits(rows, tmp_path, {"validation": 1})
 
 
 def test_subset_spec_parses_and_rejects_malformed_entries():
@@ -127,6 +155,14 @@ def test_config_defaults_match_the_training_job_paths():
     assert config.prefix == "datasets/gsm8k/"
     assert config.subsets == {"train": 20, "test": 100}
     assert config.hf_token is None
+    assert config.agent_name == "tool_agent", "today's tool-agent rows stay the default"
+
+
+def test_agent_name_selects_single_turn_rows_and_an_unknown_loop_exits_2(capsys):
+    env = {"OSS_BUCKET": "b", "OSS_REGION": "ap-southeast-1"}
+    assert gsm8k.config_from_env({**env, "AGENT_NAME": "single_turn_agent"}).agent_name == "single_turn_agent"
+    assert gsm8k.main({**env, "AGENT_NAME": "react_agent"}) == 2
+    assert "AGENT_NAME='react_agent'" in capsys.readouterr().err
 
 
 def test_only_gsm8k_is_accepted_and_anything_else_exits_2(capsys):
@@ -183,6 +219,28 @@ def test_main_runs_the_whole_job_from_environment_variables(fake_oss, tmp_path, 
     out = capsys.readouterr().out
     assert "uploaded 3 objects" in out
     assert "not-printed" not in out
+
+
+def test_a_bad_example_exits_2_naming_it_and_nothing_is_uploaded(fake_oss, tmp_path, monkeypatch, capsys):
+    broken = {"train": EXAMPLES["train"], "test": [{"question": "How many?", "answer": "#### many"}]}
+    monkeypatch.setattr(gsm8k, "load_gsm8k", lambda config: broken)
+    env = {"OSS_BUCKET": "data", "OSS_REGION": "ap-southeast-1", "OSS_ENDPOINT": fake_oss.endpoint,
+           "OSS_ACCESS_KEY_ID": "id", "OSS_ACCESS_KEY_SECRET": "secret", "SUBSETS": "", "OUTPUT_DIR": str(tmp_path),
+           "OSS_PREFIX": "data/gsm8k"}
+    assert gsm8k.main(env) == 2
+    assert "test split, row 0, column answer" in capsys.readouterr().err
+    assert fake_oss.keys("data") == [] and list(tmp_path.iterdir()) == []
+
+
+def test_the_marker_names_the_agent_loop_so_single_turn_rows_never_reuse_tool_rows(fake_oss, tmp_path):
+    tool = JobConfig(dataset_name="openai/gsm8k", dataset_config="main", bucket="data", prefix="datasets/gsm8k/k/",
+                     subsets={}, output_dir=tmp_path / "out", hf_token=None)
+    client = fake_oss.client()
+    gsm8k.run(tool, client, load=lambda _: EXAMPLES, log=lambda _: None)
+    single = JobConfig(**{**tool.__dict__, "agent_name": "single_turn_agent", "output_dir": tmp_path / "out2"})
+    assert gsm8k.run(single, client, load=lambda _: EXAMPLES, log=lambda _: None) is not None
+    staged = pq.read_table(tmp_path / "out2" / "train.parquet").to_pylist()
+    assert {r["agent_name"] for r in staged} == {"single_turn_agent"}
 
 
 def test_main_without_credentials_exits_2_naming_the_variables(capsys, tmp_path):

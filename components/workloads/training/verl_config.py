@@ -34,51 +34,70 @@ from typing import Any, Optional
 
 import yaml
 
-from components.config import REPO_ROOT, Settings
+from components.config import Settings
 from components.model.layout import Layout, model_prefetch_gib
 from components.model.presets import preset_of
 from components.wiring import mcp_url, set_dotted
+from components.workloads.training.config_names import (  # noqa: F401 (re-exported: tests and reports read them here)
+    AGENT_LOOP_CLASS,
+    AGENT_LOOP_MODULE_FILE,
+    AGENT_LOOP_SOURCE,
+    AGENT_LOOPS_FILE,
+    CODE_TOOL,
+    CONFIG_DIR,
+    ENTRYPOINT_MODULE_FILE,
+    ENTRYPOINT_SOURCE,
+    GSM8K_TOOL,
+    MCP_DIR,
+    MCP_FILE,
+    MCP_SERVER_NAME,
+    PREFLIGHT_MEMORY_TOLERANCE,
+    PREFLIGHT_MODULE,
+    PREFLIGHT_MODULE_FILE,
+    PREFLIGHT_RDMA_MIN_BUSBW_GBPS,
+    PREFLIGHT_RESULT,
+    PREFLIGHT_SOURCE,
+    REFUSALS_DIR,
+    REWARD_FUNCTION,
+    REWARD_MODULE_FILE,
+    REWARD_SOURCE,
+    SANDBOX_REWARD_FILE,
+    SANDBOX_REWARD_SOURCE,
+    SINGLE_TURN_AGENT_NAME,
+    SINGLE_TURN_LOOP_CLASS,
+    STOP_GRACE_SECONDS,
+    TASK_FUNCTIONS_FILE,
+    TASK_REWARD_FILE,
+    TASK_TOOL_MODULE,
+    TOOL_AGENT_NAME,
+    TOOL_CONFIG_FILE,
+    TOOL_METRICS_INTERVAL_SECONDS,
+    TOOLS_MODULE,
+    TOOLS_MODULE_FILE,
+    TOOLS_SOURCE,
+    TRAINER_CONFIG_NAME,
+    TRAINER_FILE,
+    VERL_CONFIG_SEARCHPATH,
+)
 from components.workloads.training.prefetch import (
     PREFETCH_MODULE_FILE,
     PREFETCH_SOURCE,
     model_read_dir,
     prefetch_wait_words,
 )
+from components.workloads.training.task_config import (  # noqa: F401 (re-exported)
+    ANSWER_TOOL_DESCRIPTIONS,
+    agent_loops_config,
+    function_tools_file,
+    own_tools,
+    reward_kwargs,
+    rows_may_be_single_turn,
+    task_files,
+    tool_config,
+    tool_metrics_config,
+)
 from components.workloads.training.verl_recipes import recipe_list_overrides, recipe_overrides, user_overrides
 from components.workloads.training.volumes import checkpoint_dir, dataset_paths
-
-CONFIG_DIR = "/etc/verl-ack/config"  # the ConfigMap mount in every Ray pod (also on PYTHONPATH)
-MCP_DIR = "/etc/verl-ack/mcp"  # the MCP servers Secret mount
-TRAINER_CONFIG_NAME = "verl_ack_trainer"
-TRAINER_FILE = f"{TRAINER_CONFIG_NAME}.yaml"
-TOOL_CONFIG_FILE = "tool_config.yaml"
-TOOLS_MODULE = "verl_ack_tools"
-TOOLS_MODULE_FILE = f"{TOOLS_MODULE}.py"
-TOOLS_SOURCE = REPO_ROOT / "agent_tools" / TOOLS_MODULE_FILE
-REWARD_MODULE_FILE = "verl_ack_reward.py"
-REWARD_SOURCE = REPO_ROOT / "agent_tools" / REWARD_MODULE_FILE
-REWARD_FUNCTION = "compute_score"
-AGENT_LOOP_MODULE_FILE = "verl_ack_agent_loop.py"
-AGENT_LOOP_SOURCE = REPO_ROOT / "agent_tools" / AGENT_LOOP_MODULE_FILE
-AGENT_LOOP_CLASS = "verl_ack_agent_loop.ModelTextToolAgentLoop"
-AGENT_LOOPS_FILE = "agent_loops.yaml"
-# The dataset rows' agent_name (pipeline/gsm8k.py); the agent-loop file registers the job's loop under it.
-TOOL_AGENT_NAME = "tool_agent"
-ENTRYPOINT_MODULE_FILE = "verl_ack_entrypoint.py"
-ENTRYPOINT_SOURCE = REPO_ROOT / "agent_tools" / ENTRYPOINT_MODULE_FILE
-# agent_tools/verl_ack_entrypoint.py STOP_GRACE_SECONDS (a test compares them): how long the entrypoint lets a
-# stopped verl exit before it kills it and ends the runs.
-STOP_GRACE_SECONDS = 15
-PREFLIGHT_MODULE = "verl_ack_preflight"
-PREFLIGHT_MODULE_FILE = f"{PREFLIGHT_MODULE}.py"
-PREFLIGHT_SOURCE = REPO_ROOT / "agent_tools" / PREFLIGHT_MODULE_FILE
-PREFLIGHT_RESULT = "/tmp/verl-ack-preflight.json"  # noqa: S108 (inside the head pod, read from its logs)
-# nvidia-smi's memory.total is the card's memory less what the driver keeps (an "80 GB" card reports about 79.6 GiB,
-# the H200 140.4 GiB: docs/preflight.md), so a GPU passes with 97 % of gpu_pool.gpu_memory_gib.
-PREFLIGHT_MEMORY_TOLERANCE = 0.97
-# training.preflight.min_busbw_gbps when empty: a floor under any working RDMA fabric, above NCCL's socket fallback
-# (UNVERIFIED on Lingjun: docs/uncertain-facts.md); ECS nodes' VPC network varies by instance type, so none there.
-PREFLIGHT_RDMA_MIN_BUSBW_GBPS = 20.0
 
 
 def preflight_min_busbw_gbps(s: Settings) -> float:
@@ -86,13 +105,6 @@ def preflight_min_busbw_gbps(s: Settings) -> float:
     if given is not None:
         return given
     return PREFLIGHT_RDMA_MIN_BUSBW_GBPS if s.gpu_pool.kind == "lingjun" else 0.0
-# How often each agent-loop worker reports its tool calls (log line and MLflow); see ToolStats.
-TOOL_METRICS_INTERVAL_SECONDS = 60
-MCP_FILE = "mcp_servers.json"
-MCP_SERVER_NAME = "kruise-sandbox"
-VERL_CONFIG_SEARCHPATH = "pkg://verl.trainer.config"
-GSM8K_TOOL = "calc_gsm8k_reward"  # the dataset rows' tools_kwargs are keyed by this name
-CODE_TOOL = "run_code_once"  # the sandbox manager's MCP tool: fresh sandbox per call
 
 
 class OverrideError(ValueError):
@@ -119,7 +131,7 @@ def list_overrides(s: Settings) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = [
         # A mapping verl's reward config does not declare (custom_reward_function has only path and name), so it
         # cannot be a plain command-line override; verl passes it to the reward function as keyword arguments.
-        ("reward.custom_reward_function.reward_kwargs", {"gsm8k_method": t.gsm8k_scoring}),
+        ("reward.custom_reward_function.reward_kwargs", reward_kwargs(s)),
         ("actor_rollout_ref.actor.checkpoint.save_contents", list(t.save_contents)),
         # verl defaults load_contents to save_contents; hf_model is an export for serving, not resume state.
         ("actor_rollout_ref.actor.checkpoint.load_contents", [c for c in t.save_contents if c != "hf_model"]),
@@ -183,90 +195,6 @@ line adds every other setting-dependent key as a Hydra override.""")
 
 
 # --------------------------------------------------------------------------------------------- tools
-def tool_metrics_config(s: Settings) -> dict:
-    """Where the tools report their calls (verl_ack_tools.ToolStats): always a log line per interval; MLflow too
-    when the job has a tracking server, in the trainer's experiment and nested under its run."""
-    doc: dict = {"interval_seconds": TOOL_METRICS_INTERVAL_SECONDS}
-    if s.tracking.enabled:
-        doc["mlflow_experiment"] = s.training.project_name
-        doc["mlflow_parent_run"] = s.training.experiment_name
-    return doc
-
-
-# What the model is told the answer tool does, per `training.answer_tool.reveal` (the tool's replies say the same).
-ANSWER_TOOL_DESCRIPTIONS = {
-    "parsed": "Shows how the final reward will read your answer (the number it takes from `#### <answer>`), not "
-              "whether it is correct. At most {n} call(s) per question.",
-    "correctness": "A tool for calculating the reward of gsm8k. (1.0 if parsed answer is correct, 0.0 if parsed "
-                   "answer is incorrect or not correctly parsed). At most {n} call(s) per question.",
-}
-
-
-def agent_loops_config() -> list[dict]:
-    """`rollout.agent.agent_loop_config_path`: the job's tool agent loop under verl's own name, so the reward scores
-    only model-generated text (verl_ack_agent_loop.py)."""
-    return [{"name": TOOL_AGENT_NAME, "_target_": AGENT_LOOP_CLASS}]
-
-
-def tool_config(s: Settings) -> dict:
-    """The `tools:` file verl's tool registry reads (`multi_turn.tool_config_path`)."""
-    metrics = tool_metrics_config(s)
-    answer_tool = s.training.answer_tool
-    tools: list[dict] = [{
-        "class_name": f"{TOOLS_MODULE}.Gsm8kRewardTool",
-        "config": {"type": "native", "reveal": answer_tool.reveal, "max_calls": answer_tool.max_calls,
-                   "gsm8k_method": s.training.gsm8k_scoring, "metrics": metrics},
-        "tool_schema": {
-            "type": "function",
-            "function": {
-                "name": GSM8K_TOOL,
-                "description": ANSWER_TOOL_DESCRIPTIONS[answer_tool.reveal].format(n=answer_tool.max_calls),
-                "parameters": {
-                    "type": "object",
-                    "properties": {"answer": {
-                        "type": "string",
-                        "description": "The model's answer to the GSM8K math problem, must be a digits"}},
-                    "required": ["answer"],
-                },
-            },
-        },
-    }]
-    if s.sandbox.enabled:
-        tools.append({
-            "class_name": f"{TOOLS_MODULE}.SandboxCodeTool",
-            "config": {
-                "type": "native",
-                "mcp_servers_config_path": f"{MCP_DIR}/{MCP_FILE}",
-                "mcp_tool": CODE_TOOL,
-                "timeout_seconds": s.training.tool_timeout_seconds,
-                # Every in-flight call holds one warm sandbox: spread the pool over the agent-loop workers so
-                # the job cannot claim more sandboxes than the pool may hold.
-                "max_concurrency": max(1, s.sandbox.pool_cap // s.training.agent_num_workers),
-                # Clipped by the tool (head and tail) to exactly verl's limit, so verl never cuts it mid-line.
-                "max_response_chars": s.training.max_tool_response_chars,
-                "metrics": metrics,
-            },
-            "tool_schema": {
-                "type": "function",
-                "function": {
-                    "name": CODE_TOOL,
-                    "description": "Run a piece of code once in a fresh, isolated sandbox and return what it printed "
-                                   "(stdout, stderr), its result values and any error.",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {
-                            "code": {"type": "string", "description": "The complete program to run."},
-                            "language": {"type": "string", "enum": ["python", "javascript"],
-                                         "description": "Language of the code; python when omitted."},
-                        },
-                        "required": ["code"],
-                    },
-                },
-            },
-        })
-    return {"tools": tools}
-
-
 def tool_config_yaml(s: Settings) -> str:
     return _yaml(tool_config(s), """
 verl tool config, generated by verl-ack (components/workloads/training/verl_config.py). The classes live in
@@ -305,11 +233,12 @@ def config_files(s: Settings) -> dict[str, str]:
         TOOLS_MODULE_FILE: TOOLS_SOURCE.read_text(encoding="utf-8"),
         REWARD_MODULE_FILE: REWARD_SOURCE.read_text(encoding="utf-8"),
         AGENT_LOOP_MODULE_FILE: AGENT_LOOP_SOURCE.read_text(encoding="utf-8"),
-        AGENT_LOOPS_FILE: _yaml_list(agent_loops_config(), """
+        AGENT_LOOPS_FILE: _yaml_list(agent_loops_config(s), """
 verl agent loops, generated by verl-ack (components/workloads/training/verl_config.py): the job's tool agent loop
 under verl's name tool_agent (the reward then scores only what the model generated)."""),
         ENTRYPOINT_MODULE_FILE: ENTRYPOINT_SOURCE.read_text(encoding="utf-8"),
     }
+    files.update(task_files(s))
     if preflight_enabled(s):
         files[PREFLIGHT_MODULE_FILE] = PREFLIGHT_SOURCE.read_text(encoding="utf-8")
     if model_prefetch_gib(s):
@@ -381,6 +310,17 @@ def render_override(key: str, value: Any) -> str:
     return f"{key}={_scalar(key, value)}"
 
 
+def tool_path_overrides(s: Settings) -> list[tuple[str, Any]]:
+    """Where verl's tool registry reads the task's tools: the tool file when a native tool is offered, the function
+    file when the researcher brings @function_tool functions; neither for a single-turn task."""
+    out: list[tuple[str, Any]] = []
+    if tool_config(s)["tools"]:
+        out.append(("actor_rollout_ref.rollout.multi_turn.tool_config_path", f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"))
+    if function_tools_file(s) is not None:
+        out.append(("actor_rollout_ref.rollout.multi_turn.function_tool_path", f"{CONFIG_DIR}/{TASK_FUNCTIONS_FILE}"))
+    return out
+
+
 def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
     """Every setting-dependent verl key, in a stable order (the plan and the snapshot diff on it)."""
     t, L = s.training, layout
@@ -414,7 +354,7 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
         ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", L.log_prob_micro_batch_size_per_gpu),
         ("actor_rollout_ref.rollout.multi_turn.max_assistant_turns", t.max_assistant_turns),
         ("actor_rollout_ref.rollout.multi_turn.max_parallel_calls", t.max_parallel_calls),
-        ("actor_rollout_ref.rollout.multi_turn.tool_config_path", f"{CONFIG_DIR}/{TOOL_CONFIG_FILE}"),
+        *tool_path_overrides(s),
         # The tool-call parser of the model family's chat template (verl's ToolParser registry); the template
         # itself is the model's own (tokenizer_config.json), so custom_chat_template stays unset.
         ("actor_rollout_ref.rollout.multi_turn.format", preset_of(s).family.tool_parser),
@@ -476,6 +416,8 @@ def entrypoint_words(s: Settings, layout: Layout, overrides: Optional[list[tuple
     words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}"]
     if s.tracking.enabled:
         words.append(f"--tool-config={CONFIG_DIR}/{TOOL_CONFIG_FILE}")
+    # On the shared checkpoint volume: a reward worker on any node can write the reason it refuses a trajectory.
+    words.append(f"--refusal-dir={checkpoint_dir(s)}/{REFUSALS_DIR}")
     return [*words, "--", *verl_command(s, layout, overrides)]
 
 

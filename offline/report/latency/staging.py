@@ -8,7 +8,7 @@ from typing import Optional
 
 from components.config import Settings
 from components.wiring import completion_marker
-from components.workloads.cache import STAGED, checked_before_job, staged_prefix
+from components.workloads.cache import checked_before_job, staged_inputs, staged_prefix
 from offline.engine import Recording
 from offline.report.latency.kinds import kind_of
 from offline.report.latency.path import CriticalPath, Step, plan_critical_path
@@ -41,7 +41,7 @@ def staging_case(s: Settings, recording: Recording, cp: CriticalPath) -> Staging
     every marker); with them it is a first use, and the repeat is modelled on the same graph."""
     kinds = {kind_of(r) for r in recording.resources}
     entries = [{"what": what, "prefix": staged_prefix(s, what), "marker": completion_marker(staged_prefix(s, what)),
-                "job": JOB_KIND[what] in kinds} for what in STAGED]
+                "job": JOB_KIND[what] in kinds} for what in staged_inputs(s)]
     first_use = any(e["job"] for e in entries)
     repeat = plan_critical_path(recording, s, repeat=True) if first_use else cp
     return StagingCase("first use" if first_use else "repeat", checked_before_job(s), entries,

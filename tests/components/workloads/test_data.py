@@ -11,10 +11,20 @@ import pytest
 import yaml
 
 from components.config import Settings, SettingsError
+from components.config.task import TASK_PRESETS
 from components.model import preset_of
 from components.model.presets import PRESETS
-from components.wiring import StorageRefs, dataset_cache_key, dataset_files, model_cache_key, model_path
+from components.wiring import (
+    PRESET_CONVERTERS,
+    StorageRefs,
+    dataset_cache_key,
+    dataset_files,
+    model_cache_key,
+    model_path,
+    single_turn,
+)
 from components.workloads import data as dj
+from components.workloads.cache import cache_entries, dataset_job_needed, staged_inputs
 from offline.engine import run_program
 from tests.components.workloads.test_sandbox import assert_valid_core, settings
 from tests.conftest import REPO, STACKS, record, stack_settings
@@ -135,6 +145,81 @@ def test_dataset_job_env_follows_the_gsm8k_module_interface():
     assert e["SUBSETS"] == "train:20,test:100"
     interface = {k for k in e if k.startswith(("OSS_", "DATASET_", "HF_TOKEN", "SUBSETS", "OUTPUT_DIR"))}
     assert interface <= documented_env("gsm8k")
+
+
+PRESET_JOBS = {  # preset -> (module, DATASET_NAME, Job name prefix, AGENT_NAME by default)
+    "gsm8k": ("pipeline.gsm8k", "openai/gsm8k", "gsm8k-", "tool_agent"),
+    "math": ("pipeline.task_dataset", "DigitalLearningGmbH/MATH-lighteval", "math-lighteval-", "single_turn_agent"),
+    "code": ("pipeline.task_dataset", "PRIME-RL/Eurus-2-RL-Data", "eurus-2-rl-data-", "single_turn_agent"),
+}
+
+
+def preset_settings(preset: str, tools=None):
+    task: dict = {"dataset": {"preset": preset}}
+    if tools is not None:
+        task["tools"] = tools
+    return settings("dev", {"task": task})
+
+
+@pytest.mark.parametrize("preset", sorted(PRESET_JOBS))
+def test_each_presets_dataset_job_runs_its_converter_named_by_its_dataset(preset):
+    module, hub_id, prefix, agent = PRESET_JOBS[preset]
+    s = preset_settings(preset)
+    job = jobs(s)[0]
+    assert job["metadata"]["name"].startswith(prefix)
+    assert container(job)["command"][-1].endswith(f"exec python -m {module}")
+    e = env(job)
+    assert e["DATASET_NAME"] == hub_id and e["AGENT_NAME"] == agent
+    assert e.get("DATASET_CONFIG") == s.task.preset.config, "a dataset without a config gets no DATASET_CONFIG"
+    assert e["OSS_PREFIX"] == dataset_files(s).prefix
+    interface = {k for k in e if k.startswith(("OSS_", "DATASET_", "HF_TOKEN", "SUBSETS", "OUTPUT_DIR", "AGENT_"))}
+    assert interface <= documented_env(module.split(".")[1])
+
+
+@pytest.mark.parametrize("preset", sorted(PRESET_JOBS))
+def test_the_rows_name_single_turn_exactly_when_the_task_has_no_tools(preset):
+    a_tool = ["code"] if preset == "code" else ["answer"]  # the code preset's sandbox reward refuses the answer tool
+    for tools in ([], a_tool, None):
+        s = preset_settings(preset, tools)
+        expected = "single_turn_agent" if single_turn(s) else "tool_agent"
+        assert env(jobs(s)[0])["AGENT_NAME"] == expected, tools
+    tool_rows, single_rows = preset_settings(preset, a_tool), preset_settings(preset, [])
+    assert dataset_files(tool_rows).prefix != dataset_files(single_rows).prefix, \
+        "rows of another agent loop are staged under another prefix"
+
+
+def test_the_agent_loops_the_job_names_are_the_ones_the_pipeline_accepts():
+    from components.workloads.training.verl_config import TOOL_AGENT_NAME
+    from pipeline.rows import AGENT_NAMES, SINGLE_TURN_AGENT, TOOL_AGENT
+
+    assert (dj.SINGLE_TURN_AGENT, TOOL_AGENT_NAME) == (SINGLE_TURN_AGENT, TOOL_AGENT)
+    assert {env(jobs(preset_settings(p, t))[0])["AGENT_NAME"] for p in ("gsm8k", "math") for t in ([], ["answer"])} \
+        == set(AGENT_NAMES)
+
+
+def test_the_jobs_hub_dataset_and_splits_are_the_presets():
+    from pipeline.task_dataset import DATASETS
+
+    for preset, (module, hub_id, _, _) in PRESET_JOBS.items():
+        p = TASK_PRESETS[preset]
+        assert p.hub_id == hub_id
+        assert PRESET_CONVERTERS[preset] == module.split(".")[1]
+        if module == "pipeline.task_dataset":
+            assert DATASETS[hub_id].splits == {"train": p.train_split, "test": p.val_split}
+
+
+OWN = {"task": {"dataset": {"train": "oss://verl-ack-dev-data/datasets/own/train.parquet",
+                            "val": "oss://verl-ack-dev-data/datasets/own/val.parquet", "train_rows": 100}}}
+
+
+def test_a_task_on_its_own_files_has_no_dataset_job_and_no_dataset_cache_entry():
+    s = settings("dev", OWN)
+    assert not dataset_job_needed(s)
+    assert all(dataset_job_needed(preset_settings(p)) for p in PRESET_JOBS)
+    assert staged_inputs(s) == ("model",) and staged_inputs(settings()) == ("model", "dataset")
+    assert set(cache_entries(s, None)) == {"model"}
+    with pytest.raises(ValueError, match="your own files; no dataset Job"):
+        dj.dataset_job_manifest(s, dj.pipeline_code(), RRSA, SA)
 
 
 def test_subset_files_the_job_writes_are_the_ones_the_trainer_reads():
@@ -317,9 +402,32 @@ def test_data_ready_lists_both_jobs_for_the_rayjob_to_depend_on(tmp_path):
     assert rec.by_type("kubernetes:core/v1:Secret") == []
 
 
+def test_a_stack_on_its_own_files_creates_only_the_model_job(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(textwrap.dedent(f"""
+        import pulumi
+        import pulumi_kubernetes as k8s
+        from components.config import Settings
+        from components.workloads.data import DataArgs, DataJobs
+        from components.wiring import ClusterRefs, StorageRefs, WorkloadIdentity
+        from tests.conftest import stack_settings
+
+        s = Settings.model_validate(stack_settings("dev", {OWN!r}))
+        provider = k8s.Provider("k8s", kubeconfig="fake")
+        data = DataJobs("data", DataArgs(
+            settings=s, cluster=ClusterRefs("c-fake", provider),
+            storage=StorageRefs("verl-ack-dev-data", "oss-ap-southeast-1-internal.aliyuncs.com", "rrsa", "role"),
+            identity=WorkloadIdentity("verl")))
+        pulumi.export("ready", [r.urn for r in data.ready])
+    """))
+    rec = run_program(program, {}, [], project="verl-ack", stack="unit")
+    assert [r.name for r in rec.by_type(JOB)] == ["data-model"]
+    assert [u.rsplit("::", 1)[1] for u in rec.outputs["ready"]] == ["data-model"]
+
+
 # --------------------------------------------------------------------------------------------- bad input
 BAD = [
-    ({"dataset": {"name": "hiyouga/geometry3k"}}, "dataset.name", "only preprocesses openai/gsm8k"),
+    ({"task": {"dataset": {"preset": "geometry3k"}}}, "task.dataset.preset", "'gsm8k', 'math' or 'code'"),
     ({"dataset": {"train_subset": 8000}}, "dataset", "exceeds the 7473 rows"),
     ({"versions": {"pipeline_packages": {"datasets": ">=5"}}}, "versions.pipeline_packages", "lacks"),
     ({"versions": {"pipeline_packages": {"datasets": ">=5", "pyarrow": "26.0.1", "alibabacloud-oss-v2": "1.4.1",
@@ -338,11 +446,10 @@ def test_bad_data_settings_are_refused_naming_the_field(overrides, field, text):
     assert any(p.startswith(field) and text in p for p in found), found
 
 
-def test_settings_accept_exactly_the_datasets_the_pipeline_supports():
-    from pipeline.gsm8k import SUPPORTED_DATASETS
-
-    for name in SUPPORTED_DATASETS:
-        assert settings("dev", {"dataset": {"name": name}}).dataset.name == name
+def test_settings_accept_exactly_the_presets_a_dataset_job_converts():
+    for name in PRESET_CONVERTERS:
+        assert settings("dev", {"task": {"dataset": {"preset": name}}}).task.dataset.preset_name == name
+    assert set(PRESET_CONVERTERS) == set(TASK_PRESETS)
 
 
 def test_a_finished_data_job_stays_until_the_stack_deletes_it_so_no_later_preview_shows_drift():
@@ -351,3 +458,16 @@ def test_a_finished_data_job_stays_until_the_stack_deletes_it_so_no_later_previe
         assert "ttlSecondsAfterFinished" not in job["spec"], job["metadata"]["name"]
     for job in jobs(settings("dev", {"dataset": {"ttl_seconds_after_finished": 600}})):
         assert job["spec"]["ttlSecondsAfterFinished"] == 600, "an explicit TTL is still honoured"
+
+
+@pytest.mark.parametrize("task,module", [({"dataset": {"preset": "math"}}, "pipeline.task_dataset"),
+                                         ({"dataset": {"preset": "code"}}, "pipeline.task_dataset"),
+                                         (OWN["task"], None)], ids=["math", "code", "own files"])
+def test_the_whole_program_deploys_the_dataset_job_of_a_preset_and_none_for_own_files(task, module):
+    rec = record("dev", {"task": task})
+    (dataset,) = [r for r in rec.by_type(JOB) if r.name == "data-dataset"] or [None]
+    if module is None:
+        assert dataset is None, "own files are rows already: no Job converts them"
+        return
+    script = dataset.inputs["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert script.endswith(f"exec python -m {module}")

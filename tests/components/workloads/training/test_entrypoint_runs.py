@@ -99,9 +99,13 @@ def test_the_entrypoint_runs_verl_as_its_child_and_ends_with_verls_code(tmp_path
     assert rc == verl_rc
     assert [c.split(" ")[:2] for c in calls] == [[ENTRY, "--tool-config=/etc/verl-ack/config/tool_config.yaml"],
                                                 ["-m", "verl_ack_model_prefetch"], ["-m", "verl.trainer.main_ppo"]]
-    # The wait step and verl got exactly their own words (no tracking server here, so nothing is appended).
-    assert calls[1] == manifest["spec"]["entrypoint"].split(" -- python3 ", 1)[1]
-    assert calls[2] == manifest["spec"]["entrypoint"].rsplit(" -- python3 ", 1)[1]
+    # The wait step and verl got exactly their own words; with no tracking server here, the only word appended is where
+    # a reward worker writes a refusal (verl_ack_entrypoint.py `--refusal-dir`).
+    refusal = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_ACK_REFUSAL_FILE='/mnt/oss/checkpoints/"
+    for call, own in ((calls[1], manifest["spec"]["entrypoint"].split(" -- python3 ", 1)[1]),
+                      (calls[2], manifest["spec"]["entrypoint"].rsplit(" -- python3 ", 1)[1])):
+        words, last = call.rsplit(" ", 1)
+        assert words == own and last.startswith(refusal) and "/.verl-ack-refusals/" in last
 
 
 @pytest.mark.parametrize("join", JOINS)
