@@ -11,7 +11,7 @@ STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 verl-validate:
 	$(PY) tools/verl_validate.py --stack $(STACK)
 
-.PHONY: setup plan plans task-check test lint lint-workflows schemas schema bench clean runtime-check runtime lock torch
+.PHONY: setup plan plans task-check test lint lint-workflows schemas schema urns bench clean runtime-check runtime lock torch
 
 # The first run downloads ~1 GB of pinned wheels (a few minutes; `make test` adds torch, requirements-torch.txt): each step says what it does, and pip shows
 # one line per package (--progress-bar off keeps CI logs readable; the names show it is moving); when pip fails,
@@ -76,14 +76,24 @@ $(RUNTIME_VENV)/.installed: requirements.lock requirements-verl.txt
 runtime: $(RUNTIME_VENV)/.installed
 
 # Regenerate the hash locks after a pin in requirements.txt or policy/requirements.txt moves (PyPI only, Python
-# 3.11 like the workflows): tests/test_workflows.py holds each lock's pins equal to its requirements file.
-lock:
+# 3.11 like the workflows): tests/test_workflows.py holds each lock's pins equal to its requirements file. The data
+# Jobs' locks too (pipeline/locks/<job>.lock, Python 3.11 like their python:3.11-slim image): tools/pipeline_locks.py
+# writes each Job's top-level pins (<job>.in) from versions.pipeline_packages' defaults; tests/test_supply_chain.py
+# holds them equal.
+lock: setup
+	$(PY) tools/pipeline_locks.py
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && python3 -m venv "$$tmp" && \
 	"$$tmp/bin/pip" install --quiet "$(PIP_TOOLS)" && \
 	for req in requirements.txt policy/requirements.txt; do \
 	  ( cd "$$(dirname $$req)" && PIP_CONFIG_FILE=/dev/null "$$tmp/bin/pip-compile" --quiet --generate-hashes \
 	    --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --index-url https://pypi.org/simple \
 	    --output-file requirements.lock requirements.txt ) || exit 1; \
+	done && \
+	for spec in pipeline/locks/*.in; do \
+	  job=$$(basename "$$spec" .in); \
+	  ( cd pipeline/locks && PIP_CONFIG_FILE=/dev/null "$$tmp/bin/pip-compile" --quiet --generate-hashes \
+	    --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --index-url https://pypi.org/simple \
+	    --output-file "$$job.lock" "$$job.in" ) || exit 1; \
 	done
 
 runtime-check: $(RUNTIME_VENV)/.installed
@@ -128,6 +138,10 @@ test: lint schemas torch
 
 schema: setup
 	$(PY) -m components.config
+
+# Accept a change of the shipped stacks' URNs (tests/test_urns.py): only for an intended replacement; say so in the PR.
+urns: setup
+	VERL_ACK_ACCEPT_URN_CHANGES=1 $(PY) -m pytest -q -p no:cacheprovider -n 0 tests/test_urns.py
 
 bench: setup
 	$(PY) benchmark.py

@@ -45,7 +45,6 @@ if settings.kind == "platform":
         pulumi.export(key, value)
 if platform:
     pulumi.export("cluster_id", platform.cluster.cluster_id)
-    pulumi.export("kubeconfig", platform.cluster.kubeconfig)  # secret
     pulumi.export("bucket_name", platform.storage.refs.bucket_name)
     pulumi.export("oss_endpoint", platform.storage.refs.endpoint)
     pulumi.export("oss_public_endpoint", oss_endpoint(settings.region, internal=False))

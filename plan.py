@@ -4,6 +4,7 @@
     python plan.py --stack dev [--out out/dev]
     python plan.py --config-file path/to/Pulumi.x.yaml [--out DIR]
     python plan.py --stack dev --base-config-file OLD.yaml   # + the changes against OLD (offline/day2.py)
+    python plan.py --stack dev --base-ref REF   # + the changes against the stack as the program at REF built it
 
 Runs the real `__main__.py` under a recording mock engine (offline/engine.py) with the stack's settings and
 writes `manifests/` (every Kubernetes object, one YAML file each, numbered in apply order), `plan.json`
@@ -30,8 +31,9 @@ try:
     from components.config import SettingsError, stack_file
     from components.config.loading import StackFileNotFound, missing_stack_message, stack_name
     from offline import day2
+    from offline.base_ref import BaseRefError
     from offline.engine import SECRET
-    from offline.plan import OutFolderRefused, build_plan, change_review, check_out_folder
+    from offline.plan import OutFolderRefused, build_plan, change_review, change_review_at_ref, check_out_folder
 except ImportError as _missing:  # run outside the project's virtualenv: say what to run, not a traceback
     from offline.venv_hint import exit_without_venv
 
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="output directory (default out/<stack>)")
     ap.add_argument("--base-config-file", type=Path, help="the stack file before the change (e.g. at the PR's merge "
                     "base): plan.json gets `changes`, plan.md starts with them")
+    ap.add_argument("--base-ref", metavar="REF", help="a git commit (e.g. the PR's merge base): the base is the stack "
+                    "as the program at REF built it from REF's copy of the stack file (or --base-config-file), so "
+                    "code changes show too (offline/base_ref.py)")
     args = ap.parse_args(argv)
     # `--stack stacks/Pulumi.dev.yaml` is a path, not a name: take it as one (stack_file tells them apart).
     path = stack_file(args.stack) if args.stack else args.config_file
@@ -57,10 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_out_folder(out)  # before the program runs: a refused folder costs no render
         changes = None
-        if args.base_config_file:
-            if not args.base_config_file.exists():
-                print(f"error: no base stack file {args.base_config_file}", file=sys.stderr)
-                return 2
+        if args.base_config_file and not args.base_config_file.exists():
+            print(f"error: no base stack file {args.base_config_file}", file=sys.stderr)
+            return 2
+        if args.base_ref:
+            changes = change_review_at_ref(args.base_ref, path, stack, args.base_config_file)
+        elif args.base_config_file:
             changes = change_review(args.base_config_file, path, stack)
         plan = build_plan(path, stack, out, changes=changes)
     except day2.ChangeRefused as err:
@@ -71,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in err.problems:
             print(f"  - {p}", file=sys.stderr)
         return 2
-    except (StackFileNotFound, OutFolderRefused) as err:
+    except (StackFileNotFound, OutFolderRefused, BaseRefError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # the output folder cannot be written (permissions, a file in the way, a full disk)
@@ -82,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for w in plan["warnings"]:
         print(f"  warning: {w}")
     if changes is not None:
-        print(f"  {len(plan['changes'])} change(s) against {args.base_config_file}")
+        print(f"  {len(plan['changes'])} change(s) against {changes.base_name.replace('`', '')}")
     print(f"  see {out / 'plan.md'}")
     assert SECRET  # placeholders render as "[secret]" (offline/engine.py)
     return 0

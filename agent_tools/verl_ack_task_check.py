@@ -158,11 +158,56 @@ def check_datasets(spec: dict, out: dict) -> None:
                                 "prompt_chars": summary.prompt_chars})
 
 
+def check_hub_examples(spec: dict, out: dict) -> None:
+    """A hub dataset's conversion function on the stack's raw examples: each row it returns is checked by the dataset
+    Job's own rule and must carry the data_source the stack names."""
+    import rows
+
+    hub = spec.get("hub")
+    if not hub:
+        return
+    field = "task.dataset.hub"
+    path = HERE / hub["file"]
+    try:
+        module_spec = importlib.util.spec_from_file_location("verl_ack_task_script", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 (the researcher's script: its own error, named)
+        name = missing_module(err)
+        out["problems"].append([f"{field}.script", f"imports {name}, which is not installed here" if name else
+                                f"failed to load: {type(err).__name__}: {err}"])
+        return
+    fn = getattr(module, hub["function"], None)
+    if not callable(fn):
+        out["problems"].append([f"{field}.function", f"{hub['script']} has no function {hub['function']!r}"])
+        return
+    kept = 0
+    for i, example in enumerate(hub["examples"]):
+        where = f"{field}.examples[{i}]"
+        try:
+            row = fn(dict(example), i, "train")
+        except Exception as err:  # noqa: BLE001
+            out["problems"].append([where, f"{hub['function']} raised {type(err).__name__}: {err}"])
+            continue
+        if row is None:
+            continue  # dropped, as the Job drops it
+        found = rows.row_problem(row)
+        if found:
+            out["problems"].append([where, f"the row {hub['function']} returns: column {found[0]}: {found[1]}"])
+        elif row["data_source"] != hub["data_source"]:
+            out["problems"].append([where, f"the row carries data_source {row['data_source']!r}; "
+                                    f"task.dataset.hub.data_source says {hub['data_source']!r}"])
+        else:
+            kept += 1
+    out["hub_rows"] = kept
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     sys.path.insert(0, str(HERE))
     out: dict = {"problems": [], "checks": [], "tools": [], "datasets": [], "missing": None}
     check_datasets(spec, out)
+    check_hub_examples(spec, out)
     missing = None if spec.get("rows_only") else bind_verl()
     if spec.get("rows_only"):
         pass

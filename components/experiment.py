@@ -4,8 +4,9 @@ The GPU pool (its nodes bill while they exist, so it lives and dies with the run
 `gpu_pool.owner: platform` keeps both on the platform (Lingjun bills in a pool or not: the run then starts on joined
 nodes with the image on disk); the data and model staging Jobs, the experiment's namespace with its RRSA roles and
 service accounts, the verl configs and the RayJob. An `experiment` stack reads every platform value from
-`PlatformRefs.from_stack_reference` and talks to the cluster through its own explicit Kubernetes provider built
-from the platform's kubeconfig (a secret Output); nothing it creates is shared, so `pulumi destroy` of the
+`PlatformRefs.from_stack_reference` and talks to the cluster through its own explicit Kubernetes provider, logged in
+with a short-lived credential it fetches for the platform's cluster id on every run (the platform exports no
+credential: components/cloud/cluster.py kubernetes_provider); nothing it creates is shared, so `pulumi destroy` of the
 experiment stack leaves nothing of it billing. A `single` stack passes its in-program `Platform` instead (same
 logical names as always).
 """
@@ -16,9 +17,10 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_alicloud as alicloud
-import pulumi_kubernetes as k8s
 
 from components.cloud.account_checks import check_account, check_platform_organization
+from components.cloud.cluster import kubernetes_provider
+from components.cloud.guards import destroying
 from components.cloud.identity import Identity, IdentityArgs
 from components.cloud.network import NetworkRefs
 from components.cloud.nodepools import NodePools, NodePoolsArgs
@@ -160,12 +162,9 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
         # Region, cluster and vSwitches are the platform's: this stack never restates them.
         provider = cache_provider = files_provider = alicloud.Provider("alicloud", region=refs.region)
         check_account(s, provider)  # placeholders and account reads refuse the stack before anything is created
-        k8s_provider = k8s.Provider(
-            K8S_PROVIDER, kubeconfig=refs.kubeconfig,
-            # Keyed on the cluster id: the platform's credential is regenerated on its runs, which must update
-            # this provider, not replace every object of the experiment.
-            cluster_identifier=refs.cluster_id, enable_server_side_apply=True,
-            delete_unreachable=True if s.cluster.k8s_delete_unreachable else None)
+        # Its own credential, fetched by this run with this stack's alicloud provider: it never depends on when
+        # the platform last ran, and no reader of the platform's outputs gets a login.
+        k8s_provider = kubernetes_provider(K8S_PROVIDER, refs.cluster_id, s, provider)
         vswitches = pulumi.Output.from_input(refs.node_vswitch_ids)
         zone = s.gpu_pool.zone
         net = NetworkRefs(vpc_id="", node_vswitch_ids={zone: vswitches.apply(lambda ids: ids[zone])})
@@ -173,7 +172,9 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
         pools = NodePools("pools", NodePoolsArgs(settings=s, cluster_id=refs.cluster_id, network=net, tags=tags,
                                                  provider=provider, egress_ready=[],
                                                  system=False)) if s.owns_gpu_pool() else None
-        owner_check = pulumi.Output.from_input(refs.gpu_pool_owner).apply(lambda o: checked_gpu_pool_owner(s, o))
+        # Not under a destroy (guards.destroying): what the platform says now must not stop this stack's deletes.
+        owner_check = None if destroying() else \
+            pulumi.Output.from_input(refs.gpu_pool_owner).apply(lambda o: checked_gpu_pool_owner(s, o))
         roles = Identity("identity", IdentityArgs(settings=s, bucket_name=refs.bucket_name,
                                                   oidc_provider_arn=refs.oidc_provider_arn, oidc_issuer_url=refs.oidc_issuer_url,
                                                   tags=tags, provider=provider, k8s_provider=k8s_provider, roles=EXPERIMENT_ROLES))
@@ -212,7 +213,8 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
             for name, rs, rl in runs}
     # The platform's queue must have a team for the RayJobs' namespace with room for each (read from its outputs).
     team_check = pulumi.Output.from_input(refs.queue_teams).apply(
-        lambda teams: _checked_team(s, teams, requests)) if local is None and s.queue.enabled else None
+        lambda teams: _checked_team(s, teams, requests)) if local is None and s.queue.enabled and not destroying() \
+        else None
     training = next(iter(jobs.values()))
     sweep = {name.removeprefix("train-"): job for name, job in jobs.items()} if s.training.sweep else {}
     return Experiment(pools=pools, identity=identity, data=data, prepull=prepull, training=training, image=image,

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pulumi
 import pulumi_alicloud as alicloud
 
 from components.cloud.account_checks import check_account
 from components.cloud.addons import Addons, AddonsArgs, SandboxAddons, SandboxAddonsArgs, uses_sandbox_addons
-from components.cloud.cluster import Cluster, ClusterArgs
+from components.cloud.cluster import Cluster, ClusterArgs, delete_with
 from components.cloud.identity import Identity, IdentityArgs
 from components.cloud.ingress import Ingress, IngressArgs
 from components.cloud.network import Network, NetworkArgs, creates_network, existing_network_refs
@@ -74,6 +75,8 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     net_refs = network.refs if network else existing_network_refs(s)
     cluster = Cluster("ack", ClusterArgs(settings=s, tags=tags, network=net_refs, provider=alicloud_provider,
                                          egress_ready=network.egress_ready if network else []))
+    if not cluster.existing:  # this stack's cluster: its Kubernetes objects go with it (cluster.delete_with)
+        pulumi.runtime.register_stack_transformation(delete_with(cluster.cluster))
     pools = NodePools("pools", NodePoolsArgs(settings=s, cluster_id=cluster.cluster_id, network=net_refs, tags=tags,
                                              provider=alicloud_provider,
                                              egress_ready=network.egress_ready if network else [],
@@ -130,7 +133,6 @@ def build_platform(settings: Settings, secrets: Secrets, tags: dict[str, str]) -
     refs = PlatformRefs(
         region=s.region,
         cluster_id=cluster.cluster_id,
-        kubeconfig=cluster.kubeconfig,
         node_vswitch_ids=dict(net_refs.node_vswitch_ids),
         bucket_name=storage.refs.bucket_name,
         oss_endpoint=storage.refs.endpoint,

@@ -32,6 +32,7 @@ from components.config.loading import raw_settings, stack_file
 from components.config.task import CODE_DATA_SOURCES, OwnTool, is_oss, resolve_task_path, task_root
 from components.model import parse_settings
 from components.wiring import single_turn, task_tools
+from components.workloads.data import TASK_SCRIPT_FILE, task_script
 from components.workloads.training import verl_config as vc
 from components.workloads.training.verl_config import SINGLE_TURN_AGENT_NAME, TOOL_AGENT_NAME
 
@@ -92,12 +93,14 @@ class TaskProof:
     problems: list[tuple[str, str]] = field(default_factory=list)
     single_turn: bool = False
     data_sources: list[str] = field(default_factory=list)
+    hub_rows: Optional[int] = None  # a hub dataset's examples its script turned into checked rows
 
     def as_dict(self) -> dict:
         return {"reward": {"kind": self.kind, "file": self.reward_file, "sha256": self.reward_sha256,
                            "signature": self.signature, "checks": self.checks},
                 "tools": self.tools, "single_turn": self.single_turn,
-                "datasets": [vars(d) for d in self.datasets], "problems": [list(p) for p in self.problems]}
+                "datasets": [vars(d) for d in self.datasets], "hub_example_rows": self.hub_rows,
+                "problems": [list(p) for p in self.problems]}
 
 
 def _dataset_specs(s: Settings, proof: TaskProof) -> list[dict]:
@@ -229,10 +232,15 @@ def prove_task(s: Settings) -> TaskProof:
                                    "ground truth and the score it must get): the plan runs it on them before any "
                                    "GPU is paid for"))
     datasets = _dataset_specs(s, proof)
+    hub = s.task.dataset.hub
+    hub_spec = {"file": TASK_SCRIPT_FILE, "script": hub.script, "function": hub.function,
+                "examples": list(hub.examples), "data_source": hub.data_source} if hub else None
     # The rows first (in the worker, by the dataset Job's own rule): the reward's checks need their data_sources.
-    checked = _run_worker({"datasets": datasets, "rows_only": True}, {},
-                          s.task.reward.check_timeout_seconds) if datasets else {}
+    checked = _run_worker({"datasets": datasets, "rows_only": True, "hub": hub_spec},
+                          {TASK_SCRIPT_FILE: task_script(s)} if hub else {},
+                          s.task.reward.check_timeout_seconds) if datasets or hub else {}
     proof.problems += [tuple(p) for p in checked.get("problems", [])]
+    proof.hub_rows = checked.get("hub_rows")
     _dataset_proofs(s, proof, checked.get("datasets", []))
     spec, files = _spec(s, proof)
     result = _run_worker(spec, files, s.task.reward.check_timeout_seconds)
@@ -250,6 +258,7 @@ def _spec_key(s: Settings) -> str:
     h = hashlib.sha256(s.task.model_dump_json(by_alias=True).encode())
     h.update(s.training.model_dump_json().encode() + s.sandbox.model_dump_json().encode())
     for loc in (s.task.dataset.train, s.task.dataset.val, s.task.reward.file,
+                s.task.dataset.hub.script if s.task.dataset.hub else None,
                 *(t.file for t in s.task.tools or [] if isinstance(t, OwnTool))):
         if loc and not is_oss(loc):
             h.update(resolve_task_path(loc).read_bytes())

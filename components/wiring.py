@@ -64,12 +64,24 @@ def sandbox_scheduling(s: Settings) -> Scheduling:
 PSA_LEVELS = ("privileged", "baseline", "restricted")
 
 
-def pod_security_labels(enforce: str) -> dict[str, str]:
+def pod_security_version(s: Settings) -> str:
+    """The Pod Security Standards version the namespaces pin (`v<major>.<minor>`): the cluster's Kubernetes minor
+    (cluster.kubernetes_version), else the minor the manifests are validated against (cluster.schema_version), never
+    `latest`, which moves the rules under running pods when the control plane is upgraded (kubernetes.io "Enforce Pod
+    Security Standards by Configuring the Built-in Admission Controller": version label values are "latest" or "a
+    specific version like v1.35"; "... with Namespace Labels" pins v1.30 that way; docs/facts.md)."""
+    version = s.cluster.kubernetes_version or s.cluster.schema_version
+    major, minor = version.split(".")[:2]
+    return f"v{major}.{minor}"
+
+
+def pod_security_labels(enforce: str, s: Settings) -> dict[str, str]:
     if enforce not in PSA_LEVELS:
         raise ValueError(f"{enforce!r} is not a Pod Security Standard level ({', '.join(PSA_LEVELS)})")
-    return {"pod-security.kubernetes.io/enforce": enforce, "pod-security.kubernetes.io/enforce-version": "latest",
-            "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest",
-            "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/audit-version": "latest"}
+    version = pod_security_version(s)
+    return {"pod-security.kubernetes.io/enforce": enforce, "pod-security.kubernetes.io/enforce-version": version,
+            "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": version,
+            "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/audit-version": version}
 
 
 def restricted_container_security() -> dict:
@@ -227,7 +239,6 @@ class PlatformRefs:
 
     region: pulumi.Input[str]
     cluster_id: pulumi.Input[str]
-    kubeconfig: pulumi.Input[str]  # secret
     node_vswitch_ids: pulumi.Input[dict[str, str]]  # zone -> node vSwitch id (GPU pools go in the GPU zone's)
     bucket_name: pulumi.Input[str]
     oss_endpoint: pulumi.Input[str]  # intranet endpoint for pods
@@ -246,22 +257,20 @@ class PlatformRefs:
     # team_limits); {} when the platform runs no queue. A queued experiment refuses a namespace that is in none.
     queue_teams: pulumi.Input[dict]
 
-    KEYS = ("region", "cluster_id", "kubeconfig", "node_vswitch_ids", "bucket_name", "oss_endpoint", "csi_role_name",
+    # No credential: an experiment fetches its own for `cluster_id` (components/cloud/cluster.py kubernetes_provider),
+    # so nothing that expires, and nothing that logs in, crosses the StackReference.
+    KEYS = ("region", "cluster_id", "node_vswitch_ids", "bucket_name", "oss_endpoint", "csi_role_name",
             "oidc_provider_arn", "oidc_issuer_url", "training_image", "namespace", "mcp_url", "tracking_uri",
             "gpu_pool_owner", "gpu_pool_id", "queue_teams")
-    SECRET_KEYS = ("kubeconfig",)
 
     def to_exports(self) -> dict[str, pulumi.Input]:
-        """The platform stack's outputs, one per field (the kubeconfig stays a secret Output)."""
+        """The platform stack's outputs, one per field."""
         return {k: getattr(self, k) for k in self.KEYS}
 
     @classmethod
     def from_stack_reference(cls, ref: pulumi.StackReference) -> PlatformRefs:
         """Every field from the platform's outputs; a missing output fails the preview (require_output)."""
-        values = {k: ref.require_output(k) for k in cls.KEYS}
-        for key in cls.SECRET_KEYS:  # secret however the platform's outputs were read
-            values[key] = pulumi.Output.secret(values[key])
-        return cls(**values)
+        return cls(**{k: ref.require_output(k) for k in cls.KEYS})
 
 
 def checked_gpu_pool_owner(s: Settings, exported: str) -> str:
@@ -311,7 +320,7 @@ class DatasetFiles:
 
 # The module of the dataset Job per preset (pipeline/): its code is part of the cache key, so a change to how rows
 # are built stages the dataset again under a new prefix.
-PRESET_CONVERTERS = {"gsm8k": "gsm8k", "math": "task_dataset", "code": "task_dataset"}
+PRESET_CONVERTERS = {"gsm8k": "gsm8k", "math": "task_dataset", "code": "task_dataset", "hub": "task_dataset"}
 
 
 @functools.cache
@@ -347,6 +356,10 @@ def dataset_cache_key(s: Settings) -> str:
     ident = f"{p.hub_id}:{config}:train{d.train_subset}:test{d.test_subset}:{_converter_digest(PRESET_CONVERTERS[name])}"
     if single_turn(s) != (not p.tools):  # the rows name another agent loop than the preset's own
         ident += f":single_turn={single_turn(s)}"
+    hub = s.task.dataset.hub
+    if hub is not None:  # a hub dataset's rows are your script's: its content, function, revision and splits
+        script = hashlib.sha256(resolve_task_path(hub.script).read_bytes()).hexdigest()
+        ident += f":{hub.function}:{script}:{hub.revision or ''}:{sorted(hub.splits.items())}"
     return hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 
@@ -422,6 +435,25 @@ def completion_marker(prefix: str) -> str:
 # pkg/resource/deploy/step_generator.go applyReplaceOnChanges): the failed Job is replaced and runs again. Deleted
 # first: a Job's name is fixed for its spec. Any other change of a Job replaces it anyway (its spec is immutable).
 RERUN_FAILED_JOB = {"replace_on_changes": ["*"], "delete_before_replace": True}
+
+
+# A namespace this program keeps after a destroy (one that may hold more than this stack's objects, or outlive it on an
+# existing cluster) is a NamespacePatch: a server-side apply that creates it when absent and adopts it when present
+# (pulumi-kubernetes@94977969 provider/pkg/await/await.go :190, `kinds.IsPatchResource`), and whose delete only
+# relinquishes the fields it applied (provider/pkg/ssa/actions.go Relinquish), so the namespace stays and the next `up`
+# on that cluster finds nothing it would create twice (docs/facts.md "Kept namespaces"). `pulumi.com/patchForce`: the
+# labels it declares (Pod Security levels) win over another field manager's, e.g. one whose stack state was lost.
+KEPT_NAMESPACE_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
+# Such a namespace was a retained `kubernetes:core/v1:Namespace` under the same logical name: the same object, adopted
+# in place by the patch (an update of the same field manager) instead of created again.
+KEPT_NAMESPACE_OLD_TYPE = "kubernetes:core/v1:Namespace"
+
+
+def kept_namespace(manifest: dict) -> dict:
+    """A Namespace manifest as the NamespacePatch that keeps it (KEPT_NAMESPACE_ANNOTATIONS added)."""
+    meta = manifest["metadata"]
+    return {**manifest, "metadata": {**meta, "annotations": {**meta.get("annotations", {}),
+                                                               **KEPT_NAMESPACE_ANNOTATIONS}}}
 
 
 def resource_kwargs(manifest: dict) -> dict:

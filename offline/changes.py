@@ -318,13 +318,17 @@ def changes(base: Recording | None, state: dict[str, RawState], new: Recording) 
     out: dict[str, Change] = {}
     replaced: set[str] = set()
     unknown: dict[str, set[str]] = {}
+    # A resource an alias moved (offline/engine.py Recording.moved) is diffed against its old URN's state, as the
+    # engine does (pulumi/pulumi step_generator.go: an alias matching an old resource makes it the same resource).
+    old_of = {r.urn: new.moved.get(r.urn, r.urn) for r in new.resources}
     while True:  # until no replacement cascades further
         for r in managed:
-            if r.urn not in state:
+            old_urn = old_of[r.urn]
+            if old_urn not in state:
                 out[r.urn] = Change(r.name, r.type, "create", [], urn=r.urn)
                 continue
-            base_inputs = base_raw[r.urn].inputs if r.urn in base_raw else None
-            d = _diff_resource(r, state[r.urn], base_inputs, new.raw[r.urn], providers, unknown.get(r.urn, set()))
+            base_inputs = base_raw[old_urn].inputs if old_urn in base_raw else None
+            d = _diff_resource(r, state[old_urn], base_inputs, new.raw[r.urn], providers, unknown.get(r.urn, set()))
             fields = [format_path(p) for p in d.changed] + [format_path(p) for p in d.ignored]
             if r.type == K8S_PROVIDER:
                 action = "replace" if _k8s_provider_replaced(r, d, unknown.get(r.urn, set())) else (
@@ -344,7 +348,7 @@ def changes(base: Recording | None, state: dict[str, RawState], new: Recording) 
             break
         replaced = now
     for urn in state:
-        if urn not in {r.urn for r in new.resources}:
+        if urn not in set(old_of.values()):
             reg = base_regs.get(urn)
             out[urn] = Change(reg.name if reg else urn.split("::")[-1], reg.type if reg else "", "delete", [], urn=urn)
     order = {r.urn: i for i, r in enumerate(new.resources)}

@@ -116,6 +116,8 @@ class Recording:
     logs: list[tuple[str, str]] = field(default_factory=list)
     # urn -> RawState: what the program sent and the engine answered, unredacted (offline/day2.py replays it).
     raw: dict[str, RawState] = field(default_factory=dict)
+    # A second run's resources that took over a `prior` state through an alias: new urn -> the old urn.
+    moved: dict[str, str] = field(default_factory=dict)
 
     def by_type(self, type_: str) -> list[Registration]:
         return [r for r in self.resources if r.type == type_]
@@ -227,6 +229,8 @@ class _Monitor(pmocks.MockMonitor):
         self.recording = recording
         self.prior = prior
         self.stack_urn: str | None = None
+        self.qualified: dict[str, str] = {}  # the mock's URN -> the engine's qualified type (qualified_type)
+        self.old_urns: dict[str, list[str]] = {}  # the mock's URN -> its URNs before its (or a parent's) alias
 
     def _replay(self, request, state: RawState):
         # An unchanged resource in a real preview answers with its state's outputs, not with fresh ones.
@@ -235,13 +239,34 @@ class _Monitor(pmocks.MockMonitor):
         obj = pmocks._sync_await(rpc.serialize_properties(state.outputs, {}))
         return pmocks.resource_pb2.RegisterResourceResponse(urn=urn, id=state.id, object=obj)
 
+    def _old_urns(self, request) -> list[str]:
+        """The mock URNs the resource had before an alias moved it: its own aliases, and its name and type under
+        each old URN of its parent (the engine derives a child's aliases from its parent's)."""
+        old = []
+        for alias in request.aliases:
+            if alias.urn:
+                old.append(alias.urn)
+            else:
+                spec = alias.spec
+                parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+                old.append(self.make_urn(parent, spec.type or request.type, spec.name or request.name))
+        old += [self.make_urn(p, request.type, request.name) for p in self.old_urns.get(request.parent, [])]
+        return old
+
     def RegisterResource(self, request):
         urn = self.make_urn(request.parent, request.type, request.name)
-        replay = request.type not in ("pulumi:pulumi:Stack", STACK_REFERENCE_TYPE) and urn in self.prior
-        resp = self._replay(request, self.prior[urn]) if replay else super().RegisterResource(request)
+        self.old_urns[urn] = self._old_urns(request)
+        replayable = request.type not in ("pulumi:pulumi:Stack", STACK_REFERENCE_TYPE)
+        # As the engine does: a resource new by its URN that an alias names takes over that alias's state.
+        source = urn if urn in self.prior else next((u for u in self.old_urns[urn] if u in self.prior), None)
+        replay = replayable and source is not None
+        if replay and source != urn:
+            self.recording.moved[urn] = source
+        resp = self._replay(request, self.prior[source]) if replay else super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             self.stack_urn = resp.urn
             return resp
+        self.qualified[resp.urn] = self.qualified_type(request.parent, request.type)
         self.recording.raw[resp.urn] = RawState(resp.id, rpc.deserialize_properties(request.object),
                                                 dict(self.resources[resp.urn].state))
         self.recording.resources.append(Registration(
@@ -263,15 +288,42 @@ class _Monitor(pmocks.MockMonitor):
                 "delete_before_replace": request.deleteBeforeReplace,
                 "deleted_with": request.deletedWith,
                 "custom_timeouts": json_format.MessageToDict(request.customTimeouts) if request.HasField("customTimeouts") else {},
-                "aliases": len(request.aliases),
+                "aliases": self._alias_urns(request),
             },
         ))
         return resp
+
+    def qualified_type(self, parent: str, type_: str) -> str:
+        """The type part of the URN the Pulumi engine gives a resource: every ancestor's type but the Stack's, then
+        its own, joined by `$` (pulumi/pulumi sdk/go/common/resource/urn.go NewURN; the mock's own URNs keep only the
+        parent's last type)."""
+        chain = self.qualified.get(parent, "")
+        return f"{chain}${type_}" if chain else type_
+
+    def _alias_urns(self, request) -> list[str]:
+        """The engine's URNs of what the resource's own `aliases` name: an unset name, type or parent in an alias
+        spec is the resource's own (pulumi/pulumi proto/pulumi/alias.proto); an alias by URN is taken as it is."""
+        out = []
+        for alias in request.aliases:
+            if alias.urn:
+                out.append(alias.urn)
+                continue
+            spec = alias.spec
+            parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+            stack, project = spec.stack or pulumi.get_stack(), spec.project or pulumi.get_project()
+            out.append(f"urn:pulumi:{stack}::{project}::{self.qualified_type(parent, spec.type or request.type)}::"
+                       f"{spec.name or request.name}")
+        return sorted(out)
 
     def ReadResource(self, request):
         # `Resource.get(...)` reads an existing cloud object without managing it: recorded with
         # options.read = True (and the id read) so the plan shows it and tests can prove nothing owns it.
         resp = super().ReadResource(request)
+        # A read is performed in a preview too (pulumi/pulumi pkg/resource/deploy/step.go ReadStep), and the real
+        # engine gates an invoke on it (RESOURCE_MONITOR_FEATURE_INVOKE_DEPENDS_ON, source_eval.go :1034) instead of
+        # the SDK skipping it while the read's id is unknown; the mock monitor lacks that feature, so the read answers
+        # with its id and an invoke on its outputs (an experiment's cluster credential) runs as in a real preview.
+        resp.id = self.resources[resp.urn].id or ""
         self.recording.resources.append(Registration(
             urn=resp.urn,
             type=request.type,
@@ -284,7 +336,7 @@ class _Monitor(pmocks.MockMonitor):
             inputs=_struct(request.properties),
             options={"read": True, "id": request.id, "protect": None, "retain_on_delete": None, "ignore_changes": [],
                      "replace_on_changes": [], "delete_before_replace": False, "deleted_with": "",
-                     "custom_timeouts": {}, "aliases": 0},
+                     "custom_timeouts": {}, "aliases": []},
         ))
         return resp
 

@@ -37,7 +37,7 @@ from components.sweep import variants
 from components.task_check import require_task
 from components.wiring import ray_namespace
 from components.workloads.training.verl_compose import refuse_uncomposable
-from offline import day2, review
+from offline import base_ref, day2, review
 from offline.engine import Recording, StackOutputs, run_program
 from offline.report import plan_sections
 from offline.report.latency import PlatformRun, single_of_pair
@@ -344,6 +344,27 @@ def change_review(base_path: Path, path: Path, stack: str) -> ChangeReview:
     with tempfile.TemporaryDirectory(prefix=f"plan-{stack}-base-") as tmp:
         base_plan = build_plan(base_path, stack, Path(tmp) / "base")
     return ChangeReview(found, f"`{base_path}`", raw_settings(base_path), base, new, base_plan)
+
+
+def change_review_at_ref(ref: str, path: Path, stack: str, base_file: Path | None = None) -> ChangeReview:
+    """The change report of `path` (with today's program) against the stack as the program at git `ref` built it
+    (offline/base_ref.py): code changes show as well as stack-file ones. The base stack file is the tree's own
+    copy of `path` at `ref` (none there: every resource a create), or `base_file` when given."""
+    try:
+        rel = path.resolve().relative_to(REPO)
+    except ValueError:
+        rel = None
+    if rel is None and base_file is None:
+        raise base_ref.BaseRefError(f"{path} is outside the repository, so {ref} has no copy of it: give the base "
+                                    "stack file with --base-config-file too")
+    base = base_ref.render_at(ref, stack, rel, base_file)
+    name = f"`{ref}` ({base.sha[:12]}{', ' + base.stack_file if base.stack_file else ', no stack file there'})"
+    if base.recording is None:  # a new stack: nothing in the state, every resource created
+        new = record_stack(path, stack)
+        return ChangeReview(day2.changes(None, {}, new), name, {}, Recording(), new, base.plan)
+    state, new = day2.second_run(base.recording, lambda own, prior: record_stack(path, stack, own, prior))
+    return ChangeReview(day2.changes(base.recording, state, new), name, base.settings, base.recording, new,
+                        base.plan)
 
 
 def replace_out_folder(tmp: Path, out: Path) -> None:

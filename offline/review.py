@@ -317,6 +317,18 @@ def target_warnings(base_plan: dict, plan: dict) -> list[str]:
     return out
 
 
+def renamed_warnings(changes: list[Change]) -> list[str]:
+    """A delete and a create of the same type: most often a rename (a new logical name, type or parent) without an
+    `aliases` entry, which replaces the resource; the URN snapshot (tests/test_urns.py) fails on it too."""
+    out = []
+    for type_ in sorted({c.type for c in changes if c.action == "delete"} & {c.type for c in changes if c.action == "create"}):
+        gone = ", ".join(sorted(c.name for c in changes if c.action == "delete" and c.type == type_))
+        new = ", ".join(sorted(c.name for c in changes if c.action == "create" and c.type == type_))
+        out.append(f"URNs changed: `{type_}` {gone} deleted and {new} created; if it is a rename, add an `aliases` "
+                   "entry naming the old one, else `make urns` (docs/review-and-teardown.md, \"URN snapshot\")")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- the report
 def review(base_settings: dict, settings: dict, changes: list[Change], base: Recording, new: Recording,
            base_plan: dict, plan: dict) -> dict:
@@ -326,7 +338,7 @@ def review(base_settings: dict, settings: dict, changes: list[Change], base: Rec
         "resources": [{"name": c.name, "type": c.type, "action": c.action, "reason": reason(c),
                        "fields": field_values(c, base, new)} for c in changes],
         "deltas": deltas(base_plan, plan),
-        "warnings": target_warnings(base_plan, plan),
+        "warnings": renamed_warnings(changes) + target_warnings(base_plan, plan),
     }
 
 
@@ -368,7 +380,7 @@ def markdown(r: dict, base_name: str) -> str:
                 lines += ["", "More fields in plan.json (`review.resources`): "
                           + ", ".join(f"{n} +{k}" for n, k in more) + "."]
     if r["deltas"]:
-        lines += ["", "### What it costs and how long it takes (ESTIMATE, both plans from the same model)", "",
+        lines += ["", "### What it costs and how long it takes (ESTIMATE, each plan by its own program's model)", "",
                   "| figure | old | new | change |", "|---|---|---|---|"]
         lines += [f"| {d['label']} | {d['old_text']} | {d['new_text']} | {d['delta_text']} |" for d in r["deltas"]]
     if r["warnings"]:

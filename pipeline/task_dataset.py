@@ -42,6 +42,7 @@ Environment:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -196,15 +197,36 @@ def with_agent(row: dict, agent_name: str) -> dict:
     return out
 
 
-def build_rows(dataset: str, examples, split: str, agent_name: str = SINGLE_TURN_AGENT) -> list[dict]:
+def load_script(path: str, function: str) -> Callable[..., Optional[dict]]:
+    """The researcher's conversion function from its file (task.dataset.hub.script, mounted from its ConfigMap)."""
+    spec = importlib.util.spec_from_file_location("verl_ack_task_script", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"HUB_SCRIPT={path!r} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        raise ValueError(f"HUB_SCRIPT {path} has no function {function!r} (task.dataset.hub.function)")
+    return fn
+
+
+def build_rows(dataset: str, examples, split: str, agent_name: str = SINGLE_TURN_AGENT,
+               convert: Optional[Callable[..., Optional[dict]]] = None) -> list[dict]:
     """Every kept example's row (`split`: the file's split name); an example that cannot become one is a RowError
-    naming the dataset, split, row and column."""
+    naming the dataset, split, row and column. `convert`: a hub dataset's conversion function (example, index,
+    split) -> row or None, in place of the presets' own."""
     rows = []
     for index, example in enumerate(examples):
         try:
-            row = math_row(example, index, split) if dataset == MATH else code_row(example, index, split)
+            if convert is not None:
+                row = convert(dict(example), index, split)
+            else:
+                row = math_row(example, index, split) if dataset == MATH else code_row(example, index, split)
         except ColumnError as err:
             raise RowError(f"{dataset} {split} split, row {index}, column {err.column}: {err}") from None
+        except Exception as err:  # noqa: BLE001 (the researcher's function: named with its row)
+            raise RowError(f"{dataset} {split} split, row {index}: the conversion function raised "
+                           f"{type(err).__name__}: {err}") from None
         if row is not None:
             rows.append(with_agent(row, agent_name))
     return rows
@@ -221,10 +243,25 @@ class JobConfig:
     output_dir: Path
     hf_token: Optional[str]
     agent_name: str = SINGLE_TURN_AGENT
+    # A hub dataset converted by the researcher's script (task.dataset.hub): its file, function, splits, revision.
+    script: Optional[str] = None
+    function: str = "build_row"
+    splits: Optional[dict[str, str]] = None
+    revision: Optional[str] = None
+    data_source: Optional[str] = None
 
 
 def config_from_env(env: Mapping[str, str]) -> JobConfig:
     name = env.get("DATASET_NAME", "")
+    if env.get("HUB_SCRIPT"):
+        return JobConfig(
+            dataset_name=require(env, "DATASET_NAME"), dataset_config=env.get("DATASET_CONFIG") or None,
+            bucket=require(env, "OSS_BUCKET"), prefix=normalize_prefix(require(env, "OSS_PREFIX")),
+            subsets=parse_subsets(env.get("SUBSETS", "train:20,test:100")),
+            output_dir=Path(env.get("OUTPUT_DIR") or "/tmp/task-dataset"), hf_token=env.get("HF_TOKEN") or None,
+            agent_name=parse_agent_name(env.get("AGENT_NAME") or SINGLE_TURN_AGENT), script=env["HUB_SCRIPT"],
+            function=env.get("HUB_FUNCTION") or "build_row", splits=parse_splits(env.get("HUB_SPLITS", "")),
+            revision=env.get("DATASET_REVISION") or None, data_source=env.get("HUB_DATA_SOURCE") or None)
     if name not in DATASETS:
         raise ValueError(f"DATASET_NAME={name!r} is not supported: this job converts {', '.join(DATASETS)} "
                          "(openai/gsm8k: python -m pipeline.gsm8k)")
@@ -240,12 +277,27 @@ def config_from_env(env: Mapping[str, str]) -> JobConfig:
     )
 
 
+def parse_splits(spec: str) -> dict[str, str]:
+    """`test:validation,train:train` -> {"test": "validation", "train": "train"}: file split -> hub split."""
+    out = {}
+    for item in filter(None, (p.strip() for p in spec.split(","))):
+        split, sep, hub = item.partition(":")
+        if not sep or split not in ("train", "test") or not hub:
+            raise ValueError(f"HUB_SPLITS entry {item!r} must look like `test:validation` (train or test, a hub split)")
+        out[split] = hub
+    return out or {"train": "train", "test": "test"}
+
+
 def load_hub(config: JobConfig) -> dict[str, list[dict]]:
     """The raw splits by file split name (train, test) from the Hugging Face hub (needs `datasets` and network).
     The code set's math rows are dropped here already, column by column, so its 455k math problems never become
     Python objects."""
     import datasets  # imported here so the tests and the teardown tool do not need it
 
+    if config.script is not None:  # a hub dataset of the researcher's: the splits the stack names, at its revision
+        ds = datasets.load_dataset(config.dataset_name, config.dataset_config, token=config.hf_token,
+                                   revision=config.revision)
+        return {split: list(ds[hub_split]) for split, hub_split in (config.splits or {}).items()}
     facts = DATASETS[config.dataset_name]
     ds = datasets.load_dataset(config.dataset_name, config.dataset_config, token=config.hf_token)
     out = {}
@@ -259,9 +311,13 @@ def load_hub(config: JobConfig) -> dict[str, list[dict]]:
 
 def identity(config: JobConfig) -> dict:
     """What the marker names: a complete prefix for other values is staged again (pipeline/marker.py)."""
-    return {"dataset": config.dataset_name, "config": config.dataset_config or "",
-            "subsets": ",".join(f"{k}:{v}" for k, v in sorted(config.subsets.items())),
-            "agent_name": config.agent_name}
+    out = {"dataset": config.dataset_name, "config": config.dataset_config or "",
+           "subsets": ",".join(f"{k}:{v}" for k, v in sorted(config.subsets.items())),
+           "agent_name": config.agent_name}
+    if config.script is not None:  # the prefix is keyed by the script's content too (components/wiring.py)
+        out.update(function=config.function, revision=config.revision or "",
+                   splits=",".join(f"{k}:{v}" for k, v in sorted((config.splits or {}).items())))
+    return out
 
 
 def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list]] | None = None,
@@ -274,8 +330,15 @@ def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list
     if done:
         return None
     raw = (load or load_hub)(config)
-    rows = {split: build_rows(config.dataset_name, examples, split, config.agent_name)
+    convert = load_script(config.script, config.function) if config.script is not None else None
+    rows = {split: build_rows(config.dataset_name, examples, split, config.agent_name, convert)
             for split, examples in raw.items()}
+    if config.data_source is not None:  # the stack says which scorer reads the rows: every row must agree
+        for split, split_rows in rows.items():
+            other = sorted({r["data_source"] for r in split_rows} - {config.data_source})
+            if other:
+                raise RowError(f"{config.dataset_name} {split} split: rows carry data_source {other}, the stack says "
+                               f"{config.data_source!r} (task.dataset.hub.data_source)")
     files = write_splits(rows, config.output_dir, config.subsets)  # every row checked before the first write
     for path in files:
         log(f"wrote {path}")
@@ -294,7 +357,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
         return 2
     try:
         run(config, client)
-    except RowError as err:  # nothing was uploaded: the rows are checked before the first write
+    except (RowError, ValueError) as err:  # nothing was uploaded: the rows are checked before the first write
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -75,7 +75,9 @@ def test_data_staging_and_the_image_prepull_start_before_gpu_nodes_exist(graph):
 def test_the_training_job_waits_for_gpu_nodes_staged_data_and_kuberay(graph):
     (job,) = graph.rec.by_type("kubernetes:ray.io/v1:RayJob")
     assert graph.waits_for(job, is_gpu_pool)
-    assert graph.waits_for(job, lambda r: r.type == "kubernetes:batch/v1:Job" and r.name == "data-dataset")
+    # The rows: the dataset Job's, or a task's own files, uploaded as bucket objects.
+    assert graph.waits_for(job, lambda r: r.type == "kubernetes:batch/v1:Job" and r.name == "data-dataset") or \
+        graph.waits_for(job, lambda r: r.type == "alicloud:oss/bucketObject:BucketObject" and r.name == "task-files-train")
     assert graph.waits_for(job, lambda r: r.type == "kubernetes:batch/v1:Job" and r.name == "data-model")
     assert graph.waits_for(job, lambda r: r.name == "addons-kuberay")
 

@@ -4,6 +4,7 @@ unknown-checking proxy, so preview-time unknowns behave as they will under the C
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -326,6 +327,65 @@ def test_a_stack_output_holding_a_credential_is_refused_unless_allowed():
     reports = validate_stack(pack.no_secrets_in_stack_outputs, [stack])
     assert [u for _, u in reports] == [stack.urn]
     assert validate_stack(pack.no_secrets_in_stack_outputs, [stack], {"allowedOutputs": ["hf_token"]}) == []
+
+
+# A kubeconfig as ACK's API returns one: the client key base64-encoded under users[].user.client-key-data.
+_KEY_PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAtest\n-----END RSA PRIVATE KEY-----\n"
+KUBECONFIG = yaml.safe_dump({
+    "apiVersion": "v1", "kind": "Config", "current-context": "c",
+    "clusters": [{"name": "k", "cluster": {"server": "https://10.0.0.1:6443", "certificate-authority-data": "Q0E="}}],
+    "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    "users": [{"name": "u", "user": {"client-certificate-data": "Q0VSVA==",
+                                      "client-key-data": base64.b64encode(_KEY_PEM.encode()).decode()}}]})
+
+
+@pytest.mark.parametrize("value", [
+    KUBECONFIG,
+    json.dumps(yaml.safe_load(KUBECONFIG)),
+    KUBECONFIG.replace("client-key-data", "token").replace("client-certificate-data", "username"),
+    {"kubeconfig": KUBECONFIG},  # nested in an object output
+    _KEY_PEM,
+    base64.b64encode(_KEY_PEM.encode()).decode(),
+], ids=["kubeconfig-yaml", "kubeconfig-json", "kubeconfig-token", "nested", "pem", "base64-pem"])
+def test_a_kubeconfig_or_private_key_in_a_plain_stack_output_is_a_mandatory_violation(value):
+    stack = stack_resource(checks.STACK, "verl-ack-dev", {"cluster_id": "c123", "kube_config": value})
+    reports = validate_stack(pack.no_secrets_in_stack_outputs, [stack])
+    assert [u for _, u in reports] == [stack.urn], reports
+    assert pack.no_secrets_in_stack_outputs.enforcement_level == EnforcementLevel.MANDATORY
+
+
+def test_a_kubeconfig_without_credentials_passes():
+    exec_only = yaml.safe_load(KUBECONFIG)
+    exec_only["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "ack-ram-tool"}}
+    stack = stack_resource(checks.STACK, "verl-ack-dev", {"kube_config": yaml.safe_dump(exec_only)})
+    assert validate_stack(pack.no_secrets_in_stack_outputs, [stack]) == []
+
+
+@pytest.mark.parametrize("image, floating", [
+    ("python", True), ("python:latest", True), ("registry.example.com:5000/verl", True),
+    ("registry.example.com:5000/verl:latest", True), ("python:3.11-slim", False),
+    ("registry.example.com:5000/verl:v1", False), ("python@sha256:" + "a" * 64, False),
+    ("python:latest@sha256:" + "a" * 64, False),
+])
+def test_an_image_by_latest_or_without_tag_or_digest_is_a_mandatory_violation(image, floating):
+    props = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}
+    reports = validate_resource(pack.no_floating_images, "kubernetes:batch/v1:Job", props)
+    assert bool(reports) == floating, reports
+    assert pack.no_floating_images.enforcement_level == EnforcementLevel.MANDATORY
+
+
+def test_every_rayjob_template_is_inspected_for_floating_images():
+    pod = {"containers": [{"name": "c", "image": "rayproject/ray:2.52.1"}]}
+    for where in ("head", "worker", "submitter"):
+        spec = {"rayClusterSpec": {"headGroupSpec": {"template": {"spec": copy.deepcopy(pod)}},
+                                   "workerGroupSpecs": [{"template": {"spec": copy.deepcopy(pod)}}]},
+                "submitterPodTemplate": {"spec": copy.deepcopy(pod)}}
+        target = {"head": spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"],
+                  "worker": spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"],
+                  "submitter": spec["submitterPodTemplate"]["spec"]}[where]
+        target["containers"][0]["image"] = "rayproject/ray:latest"
+        props = {"apiVersion": "ray.io/v1", "kind": "RayJob", "spec": spec}
+        assert len(validate_resource(pack.no_floating_images, checks.RAYJOB, props)) == 1, where
 
 
 def test_ordinary_stack_outputs_pass():
@@ -901,6 +961,15 @@ MUTATIONS = [
     ("internet-load-balancer-service", "no-internet-load-balancer-service",
      lambda rs: _set(rs, policy_exposure.SERVICE, "tracking-service", ["spec", "type"], "LoadBalancer")),
     ("missing-cost-tags", "cost-tags", lambda rs: _one(rs, checks.OSS_BUCKET)["props"].pop("tags")),
+    ("deployment-image-by-latest", "no-floating-image-tags",
+     lambda rs: _pod(rs, DEPLOYMENT, "tracking-server")["containers"][0].update(image="ghcr.io/mlflow/mlflow:latest")),
+    ("job-image-without-a-tag", "no-floating-image-tags",
+     lambda rs: _pod(rs, JOB, "data-dataset")["containers"][0].update(image="python")),
+    ("rayjob-head-image-without-a-tag", "no-floating-image-tags",
+     lambda rs: checks.dig(_one(rs, checks.RAYJOB)["props"], *RAYJOB_HEAD)["containers"][0].update(
+         image="registry.example.com:5000/verl")),
+    ("sandbox-image-by-latest", "no-floating-image-tags",
+     lambda rs: _pod(rs, checks.SANDBOX_SET, None)["containers"][0].update(image="example.com/code-interpreter:latest")),
 ]
 # Advisory findings the shipped dev stack has (each advisory policy's description says why it is advisory), and
 # the change that clears each: the mutation test checks them from both sides.

@@ -556,13 +556,14 @@ def test_a_dispatched_teardown_names_an_existing_stack(capsys):
     assert ci_stacks.main(["expired", "--stack", "no-such-stack"]) == 2
 
 
-def test_the_change_report_runs_for_every_touched_stack_against_its_merge_base_file_without_credentials():
+def test_the_change_report_runs_for_every_touched_stack_against_its_merge_base_program_without_credentials():
     job = jobs("pr.yml")["change-report"]
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.stacks) }}"
     script = "\n".join(step.get("run", "") for step in steps(job))
-    assert 'git merge-base "$BASE_SHA" "$HEAD_SHA"' in script
-    assert '--base-config-file "base/Pulumi.$STACK.yaml"' in script
-    assert 'git show "$base:stacks/Pulumi.$STACK.yaml"' in script
+    assert 'base=$(git merge-base "$BASE_SHA" "$HEAD_SHA")' in script
+    # the base is rendered by the program at the merge base (a code change shows), not by the PR's program
+    assert '--base-ref "$base"' in script and "--base-config-file" not in script
+    assert 'git cat-file -e "$base:stacks/Pulumi.$STACK.yaml"' in script
     assert "secrets." not in yaml.safe_dump(job) and not job.get("environment")
     checkout = next(s for s in steps(job) if s.get("uses", "").startswith("actions/checkout@"))
     assert checkout["with"]["fetch-depth"] == 0

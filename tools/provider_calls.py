@@ -111,7 +111,12 @@ SDK_PLUMBING = {"ProcessCommonRequest", "DoAction", "DoActionWithSigner", "Init"
 OSS_SDK = {"CreateBucket": ["PutBucket"], "IsBucketExist": ["ListBuckets"],
            "DeleteObjectVersions": ["DeleteObject", "DeleteObjectVersion"], "DeleteObjects": ["DeleteObject"],
            "SetBucketTransferAcc": ["PutBucketTransferAcceleration"],
-           "GetBucketTransferAcc": ["GetBucketTransferAcceleration"]}
+           "GetBucketTransferAcc": ["GetBucketTransferAcceleration"],
+           # aliyun/aliyun-oss-go-sdk oss/bucket.go: PutObjectFromFile sends PutObject (DoPutObject); IsObjectExist
+           # sends GetObjectMeta and GetObjectDetailedMeta HeadObject, which both need oss:GetObject (OSS's
+           # HeadObject and GetObjectMeta pages: "you must have the oss:GetObject permission").
+           "PutObjectFromFile": ["PutObject"], "IsObjectExist": ["GetObject"],
+           "GetObjectDetailedMeta": ["GetObject"], "GetObjectMeta": ["GetObject"]}
 ROA_VERBS = {"RoaGet": "GET", "RoaPost": "POST", "RoaPut": "PUT", "RoaDelete": "DELETE", "RoaPatch": "PATCH"}
 PHASES = ("create", "read", "update", "delete")
 GO_KEYWORDS = {"if", "for", "switch", "func", "return", "go", "defer", "select", "case", "make", "new", "len",
@@ -162,6 +167,10 @@ class Walker:
             (rf"\bfunc\((?:[^()]*,\s*)?{var}\s+(\*?[\w.]+)[,)]", lambda m: m.group(1)),
             (rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*(\w+(?:\.\w+)*)\.(\w+)\(",
              lambda m: self._call_result(f, m.group(1), m.group(2), m.start())),
+            # A type assertion: `bucket, _ := raw.(*oss.Bucket)` (the value a WithOssClient closure returned).
+            (rf"\b{var}(?:\s*,\s*\w+)?\s*:?=\s*\w+\.\((\*?)(\w+)\.(\w+)\)", lambda m: qualify(
+                f"{m.group(1)}{m.group(2)}.{m.group(3)}", self.pkg.imports.get(f.file, {}))
+                if m.group(2) in self.pkg.imports.get(f.file, {}) else None),
         ]
         best = -1
         for pat, typ in pats:

@@ -57,6 +57,7 @@ RESOURCES: dict[str, str] = {
     "alicloud:oss/bucket:Bucket": "alicloud_oss_bucket",
     "alicloud:oss/bucketAcl:BucketAcl": "alicloud_oss_bucket_acl",
     "alicloud:oss/bucketLogging:BucketLogging": "alicloud_oss_bucket_logging",
+    "alicloud:oss/bucketObject:BucketObject": "alicloud_oss_bucket_object",
     "alicloud:oss/bucketPolicy:BucketPolicy": "alicloud_oss_bucket_policy",
     "alicloud:oss/bucketPublicAccessBlock:BucketPublicAccessBlock": "alicloud_oss_bucket_public_access_block",
     "alicloud:ram/policy:Policy": "alicloud_ram_policy",

@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 OUT = REPO / "docs" / "ram-policy.json"
 SCHEMA = REPO / "tests" / "data" / "alicloud_provider_schema.json"
-STACKS = ("dev", "multinode", "existing-ecs", "dev-platform", "dev-grpo", "dev-sweep")
+# Every shipped stack (derived from the stacks folder: a new stack's resources join the policy without a list to edit).
+STACKS = tuple(sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (REPO / "stacks").glob("Pulumi.*.yaml")))
 # What the program creates that no shipped stack does: the VPC, NAT, EIP and SNAT entries of a stack on an ECS GPU
 # pool (Lingjun stacks use their machines' VPC). Rendered as dev with these settings.
 NEW_VPC_VARIANT = {"gpu_pool": {"kind": "ecs", "lingjun": None,

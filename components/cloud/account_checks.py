@@ -31,6 +31,7 @@ import pulumi_alicloud as alicloud
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import settings as psettings
 
+from components.cloud.guards import destroying
 from components.config import PROJECT, Problem, Settings, SettingsError
 from components.config.placeholders import placeholders
 
@@ -138,9 +139,13 @@ def account_problems(s: Settings, provider: pulumi.ProviderResource) -> list[Pro
 
 
 def check_account(s: Settings, provider: pulumi.ProviderResource) -> None:
-    """Refuse placeholders (real preview only), then what the account says cannot work; every problem at once."""
+    """Refuse placeholders (real preview only), then what the account says cannot work; every problem at once.
+    Under a destroy (guards.destroying) the account is not read: what it sells or hosts today must not stop the
+    deletes (docs/teardown.md)."""
     refuse_placeholders(s)
     check_platform_organization(s)
+    if destroying():
+        return
     problems = account_problems(s, provider)
     if problems:
         raise SettingsError(problems)
@@ -176,9 +181,10 @@ def check_lingjun(s: Settings, opts: pulumi.ResourceOptions) -> pulumi.Output[li
     """Read the Lingjun node group and nodes a stack's pool joins (`opts`: the pool's parent and explicit provider)
     and fail the program on what lingjun_problems finds (an exception in an outstanding Output, as the add-on floor
     check does). Reads register no managed resource: nothing is created or deleted. Skipped in an offline plan
-    while a Lingjun id is a placeholder: a real preview has refused every placeholder before this runs."""
+    while a Lingjun id is a placeholder: a real preview has refused every placeholder before this runs; skipped under
+    a destroy, where a released node must not stop the deletes (guards.destroying)."""
     lj = s.gpu_pool.lingjun
-    if s.gpu_pool.kind != "lingjun" or lj is None or not s.owns_gpu_pool():
+    if s.gpu_pool.kind != "lingjun" or lj is None or not s.owns_gpu_pool() or destroying():
         return None
     if any(p.field.startswith("gpu_pool.lingjun.") for p in placeholders(s)):
         return None

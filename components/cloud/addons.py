@@ -21,12 +21,15 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from components.cloud.addon_config import addon_config
+from components.cloud.guards import destroying
 from components.config import Settings
 from components.config.addons import ADDON_ROLES, ADDONS_BY_ROLE, addon_installed
 from components.config.cloud import LINGJUN_MIN_ADDON_VERSIONS, LINGJUN_NODE_POOL_DOC, addon_version_tuple
 from components.wiring import (
     ALB_HTTPS_ANNOTATIONS,
     ALB_INGRESS_CLASS,
+    KEPT_NAMESPACE_OLD_TYPE,
+    kept_namespace,
     pod_security_labels,
     set_dotted,
     system_scheduling,
@@ -78,7 +81,7 @@ def kuberay_namespace_manifest(s: Settings) -> dict:
     upstream chart's pod meets restricted (values.yaml securityContext at v1.7.0: non-root, no capabilities,
     RuntimeDefault seccomp, read-only root)."""
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": KUBERAY_NAMESPACE, "labels": pod_security_labels("restricted")}}
+            "metadata": {"name": KUBERAY_NAMESPACE, "labels": pod_security_labels("restricted", s)}}
 
 
 def kuberay_helm_values(s: Settings) -> dict:
@@ -137,8 +140,9 @@ def check_lingjun_floors(s: Settings, cluster_id: pulumi.Input[str], provider: p
                          parent: pulumi.Resource) -> pulumi.Output[list[str]] | None:
     """At preview, the live add-on versions of the cluster against the Lingjun floors, so no add-on needs a pin
     (a pin fights ACK's upgrades). Skipped while the cluster id is unknown (a fresh stack's first preview: ACK then
-    installs its current versions); a problem fails the program (an exception in an outstanding Output)."""
-    if s.gpu_pool.kind != "lingjun":
+    installs its current versions); a problem fails the program (an exception in an outstanding Output). Not read
+    under a destroy (guards.destroying): the pool is about to go, whatever the add-ons run."""
+    if s.gpu_pool.kind != "lingjun" or destroying():
         return None
     live = alicloud.cs.get_kubernetes_addons_output(
         cluster_id=cluster_id, opts=pulumi.InvokeOutputOptions(parent=parent, provider=provider))
@@ -188,14 +192,15 @@ class Addons(pulumi.ComponentResource):
         self.floors_checked = check_lingjun_floors(s, args.cluster_id, args.provider, self)
 
         self.kuberay_release: k8s.helm.v3.Release | None = None
-        self.kuberay_namespace: k8s.core.v1.Namespace | None = None
+        self.kuberay_namespace: k8s.core.v1.NamespacePatch | None = None
         if s.versions.kuberay_source == "helm":
-            ns = kuberay_namespace_manifest(s)
+            ns = kept_namespace(kuberay_namespace_manifest(s))
             # Kept on destroy, as Helm's create_namespace always left it: in an existing cluster it may hold more
-            # than this release.
-            self.kuberay_namespace = k8s.core.v1.Namespace(
+            # than this release. A patch, not a retained Namespace, so the next `up` adopts it (wiring.kept_namespace).
+            self.kuberay_namespace = k8s.core.v1.NamespacePatch(
                 f"{name}-kuberay-namespace", metadata=ns["metadata"],
-                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, retain_on_delete=True))
+                opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider,
+                                            aliases=[pulumi.Alias(type_=KEPT_NAMESPACE_OLD_TYPE)]))
             # Upstream chart (the ACK add-on's API name is unverified); never install both.
             self.kuberay_release = k8s.helm.v3.Release(
                 f"{name}-kuberay",

@@ -47,6 +47,55 @@ TERWAY_CONFIG = {"NetworkPolicy": "true"}
 CLUSTER_READ_ONLY = ["timezone", "controlPlaneLogComponents"]
 
 
+# Kubernetes objects of a cluster this stack owns are `deleted_with` the cluster (Pulumi's deletedWith: the engine skips
+# the delete of a resource whose deletedWith resource is deleted in the same run, pulumi/pulumi@1b5949891b
+# pkg/resource/deploy/step.go :603-665), so a destroy needs no live cluster for them and none of them can hold the
+# cluster's delete up. Except the kinds whose deletion a controller in the cluster turns into a cloud-side cleanup
+# that must happen while the cluster still runs (docs/teardown.md "Deleted with the cluster"):
+CONTROLLER_CLEANUP_KINDS = {
+    "AlbConfig": "the ALB controller removes the listeners and the configuration it put on the ALB",
+    "Ingress": "the ALB controller removes the Ingress's forwarding rules from the ALB's listeners",
+    "SandboxSet": "the sandbox controller deletes the sandboxes it made and their records in the manager",
+    "AliyunLogConfig": "the log controller maps it onto SLS collection configs and logstores",
+}
+# A Service of type LoadBalancer: the cloud controller manager releases its CLB/NLB. A PersistentVolumeClaim the CSI
+# provisioner bound (no spec.volumeName) and a PersistentVolume with persistentVolumeReclaimPolicy Delete: the CSI
+# driver deletes the cloud disk behind them (Kubernetes docs, "Persistent Volumes" > Reclaiming).
+
+
+def _field(obj, camel: str, snake: str):
+    """A manifest field of a resource's props (a dict, camelCase as the manifests write it, or python names)."""
+    return obj.get(camel, obj.get(snake)) if isinstance(obj, dict) else None
+
+
+def deleted_with_cluster(type_: str, props: dict) -> bool:
+    """Whether a Kubernetes resource (type token, constructor props) may be left to the cluster's deletion. Anything
+    this function cannot read is treated as needing its own delete (the safe side)."""
+    if not type_.startswith("kubernetes:") or type_.startswith("pulumi:providers:"):
+        return False
+    kind = props.get("kind") if isinstance(props, dict) else None
+    if kind in CONTROLLER_CLEANUP_KINDS:
+        return False
+    spec = props.get("spec") if isinstance(props, dict) else None
+    if kind == "Service":
+        return _field(spec, "type", "type") != "LoadBalancer" if spec is not None else True
+    if kind == "PersistentVolumeClaim":
+        return bool(_field(spec, "volumeName", "volume_name"))
+    if kind == "PersistentVolume":
+        return _field(spec, "persistentVolumeReclaimPolicy", "persistent_volume_reclaim_policy") == "Retain"
+    return True
+
+
+def delete_with(cluster: pulumi.CustomResource) -> pulumi.ResourceTransformation:
+    """A stack transformation that adds `deleted_with=cluster` to every resource `deleted_with_cluster` admits."""
+    def transform(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+        if not deleted_with_cluster(args.type_, args.props) or args.opts.deleted_with is not None:
+            return None
+        return pulumi.ResourceTransformationResult(
+            args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(deleted_with=cluster)))
+    return transform
+
+
 def delete_options() -> list[dict]:
     return [{"resource_type": t, "delete_mode": "delete"} for t in DELETE_WITH_CLUSTER]
 
@@ -80,11 +129,18 @@ def oidc_provider_arn(account_id: str, cluster_id: str) -> str:
     return f"acs:ram::{account_id}:oidc-provider/ack-rrsa-{cluster_id}"
 
 
+# ACK's DescribeClusterUserKubeconfig (GET /k8s/{ClusterId}/user_config, `config` in its answer) through the aliyun CLI,
+# for the cluster id this stack exports; a one-hour client certificate issued to the caller (docs/facts.md).
+KUBECONFIG_COMMAND = ("aliyun cs DescribeClusterUserKubeconfig --ClusterId \"$(pulumi stack output cluster_id)\" "
+                      "--TemporaryDurationMinutes 60 | jq -r .config > kubeconfig && chmod 600 kubeconfig")
+
+
 def kubectl_commands(s: Settings) -> dict[str, str]:
     """Stack outputs telling a user how to reach what this stack runs."""
     k = "kubectl --kubeconfig kubeconfig"
     out = {
-        "kubectl_get_kubeconfig": "pulumi stack output kubeconfig --show-secrets > kubeconfig && chmod 600 kubeconfig",
+        # A credential of the user's own, for as long as they need it: no stack exports one (docs/stacks.md).
+        "kubectl_get_kubeconfig": KUBECONFIG_COMMAND,
         "kubectl_nodes": f"{k} get nodes -L {POOL_LABEL} -L aliyun.accelerator/nvidia_name",
         "kubectl_job": f"{k} -n {ray_namespace(s)} get rayjob {s.job.name} && {k} -n {ray_namespace(s)} get pods",
     }
@@ -93,6 +149,34 @@ def kubectl_commands(s: Settings) -> dict[str, str]:
     if s.sandbox.domain:
         out["kubectl_alb"] = f"{k} get albconfig {s.name} -o jsonpath='{{.status.loadBalancer.dnsname}}'"
     return out
+
+
+def kubernetes_provider(name: str, cluster_id: pulumi.Input[str], s: Settings, provider: pulumi.ProviderResource,
+                        parent: pulumi.Resource | None = None) -> k8s.Provider:
+    """A Kubernetes provider on `cluster_id`, logged in with a credential this run fetches for itself.
+
+    `cs.get_cluster_credential` is an invoke: every `pulumi preview`, `up` and `destroy --run-program` asks ACK
+    (DescribeClusterUserKubeconfig) again, so the credential is always fresh, issued to whoever runs the program,
+    and valid `cluster.kubeconfig_ttl_minutes` (docs/facts.md "Cluster credential"). It is a secret, goes into
+    the provider's inputs only and never into a stack output: a platform exports its cluster id and each experiment
+    builds its own provider with this function (components/experiment.py), as pulumi-eks never puts an expiring
+    credential in state or outputs."""
+    c = s.cluster
+    credential = alicloud.cs.get_cluster_credential_output(
+        cluster_id=cluster_id, temporary_duration_minutes=c.kubeconfig_ttl_minutes,
+        opts=pulumi.InvokeOutputOptions(parent=parent, provider=provider))
+    return k8s.Provider(
+        name,
+        kubeconfig=pulumi.Output.secret(credential.kube_config),
+        # The credential changes on every run; keyed on the cluster id, the provider is updated in place
+        # instead of replaced (a replacement would replace every Kubernetes object).
+        cluster_identifier=cluster_id,
+        enable_server_side_apply=True,
+        # Only an explicit true is passed: an explicit false would override PULUMI_K8S_DELETE_UNREACHABLE,
+        # the environment switch for destroying after the cluster is already gone.
+        delete_unreachable=True if c.k8s_delete_unreachable else None,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
 
 
 @dataclass(kw_only=True)
@@ -120,10 +204,9 @@ class _Oidc:
 
 
 class Cluster(pulumi.ComponentResource):
-    """ACK Pro cluster (new) or a read of an existing one, its kubeconfig and the Kubernetes provider."""
+    """ACK Pro cluster (new) or a read of an existing one and the Kubernetes provider on it."""
 
     cluster_id: pulumi.Input[str]
-    kubeconfig: pulumi.Output[str]
     k8s_provider: k8s.Provider
     oidc: _Oidc
 
@@ -196,22 +279,6 @@ class Cluster(pulumi.ComponentResource):
         self.create_only = checked_create_only(s, pulumi.ResourceOptions(parent=self))
         self.oidc = _Oidc(provider_arn=arn, issuer_url=self.cluster.rrsa_metadata.rrsa_oidc_issuer_url)
 
-        # Fetched on every run (the TF implementation asks for the public-endpoint kubeconfig); a short-lived
-        # client certificate keeps a leaked state file from granting lasting cluster access.
-        credential = alicloud.cs.get_cluster_credential_output(
-            cluster_id=self.cluster_id, temporary_duration_minutes=c.kubeconfig_ttl_minutes,
-            opts=pulumi.InvokeOutputOptions(parent=self, provider=args.provider))
-        self.kubeconfig = pulumi.Output.secret(credential.kube_config)
-        self.k8s_provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
-            # The credential changes on every run; keyed on the cluster id, the provider is updated in place
-            # instead of replaced (a replacement would replace every Kubernetes object).
-            cluster_identifier=self.cluster_id,
-            enable_server_side_apply=True,
-            # Only an explicit true is passed: an explicit false would override PULUMI_K8S_DELETE_UNREACHABLE,
-            # the environment switch for destroying after the cluster is already gone.
-            delete_unreachable=True if c.k8s_delete_unreachable else None,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.register_outputs({"cluster_id": self.cluster_id, "kubeconfig": self.kubeconfig})
+        self.k8s_provider = kubernetes_provider(f"{name}-k8s", self.cluster_id, s, args.provider, parent=self)
+        # No credential among the outputs: the provider's own (secret) input is the only place it is kept.
+        self.register_outputs({"cluster_id": self.cluster_id})

@@ -31,6 +31,7 @@ from typing import Any, get_args
 
 import pulumi
 
+from components.cloud.guards import destroying
 from components.cloud.network import creates_network
 from components.config import Settings
 from components.config.cloud import CreateOnlySetting
@@ -128,7 +129,7 @@ def checked_create_only(s: Settings, opts: pulumi.ResourceOptions) -> pulumi.Out
     """The `create_only` stack output: these settings' values, once the previous deployment's agree with them.
     Exported, so a refused change fails the preview (an exception in an exported Output fails the program)."""
     current = create_only_values(s)
-    if not current:
+    if not current or destroying():  # a destroy deletes whatever was deployed: no change to refuse, nothing read
         return None
     previous = pulumi.StackReference("own-outputs", stack_name=own_stack_name(), opts=opts).get_output(OUTPUT)
 

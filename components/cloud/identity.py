@@ -161,7 +161,7 @@ def namespace_manifest(s: Settings) -> dict:
     """The job namespace's metadata: Pod Security Admission enforces what its pods meet (baseline where the Ray pods
     share it, restricted where RDMA Ray pods have their own; wiring.job_namespace_pod_security) and warns and audits
     below restricted."""
-    labels = pod_security_labels(job_namespace_pod_security(s))
+    labels = pod_security_labels(job_namespace_pod_security(s), s)
     if s.storage.auth == "rrsa":
         labels[INJECTION_LABEL] = "on"
     return {"name": s.job.namespace, "labels": labels}
@@ -172,7 +172,7 @@ def ray_namespace_manifest(s: Settings) -> dict | None:
     the job namespace. The training service account there assumes its RRSA role, so the webhook label goes on too."""
     if ray_namespace(s) == s.job.namespace:
         return None
-    labels = pod_security_labels(ray_namespace_pod_security(s))
+    labels = pod_security_labels(ray_namespace_pod_security(s), s)
     if s.storage.auth == "rrsa":
         labels[INJECTION_LABEL] = "on"
     return {"name": ray_namespace(s), "labels": labels}

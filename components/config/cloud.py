@@ -133,8 +133,10 @@ class ClusterSettings(Strict):
         description="How long `pulumi up` waits for a new cluster (ACK: typically 10-20 min; provider default 90).")
     kubeconfig_ttl_minutes: Optional[int] = Field(
         4320, ge=15, le=4320,
-        description="Validity of the client certificate in the kubeconfig Pulumi fetches on every run (15-4320). "
-        "Empty = ACK's long-lived default (years); a short one means `pulumi destroy --run-program` after it expires.")
+        description="Validity of the client certificate in the kubeconfig each stack fetches for its own Kubernetes "
+        "provider on every run (15-4320); no stack exports it, an experiment fetches its own for the platform's "
+        "cluster. Empty = ACK's long-lived default (years); a short one means `pulumi destroy --run-program` after it "
+        "expires.")
     k8s_delete_unreachable: bool = Field(
         False,
         description="Let the Kubernetes provider drop objects of a cluster that no longer answers (set true only to "

@@ -118,11 +118,49 @@ def is_oss(location: str) -> bool:
     return location.startswith("oss://")
 
 
+HubId = Annotated[str, _text(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}", "a hub dataset id",
+                             "use <owner>/<name>, e.g. DigitalLearningGmbH/MATH-lighteval")]
+HubRevision = Annotated[str, _text(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}", "a hub revision",
+                                   "give a branch, tag or commit, e.g. a 40-character commit id")]
+HUB = "hub"  # the preset name of a task.dataset.hub dataset (dataset cache, Job names)
+
+
+class HubTaskDataset(Strict):
+    """Any other Hugging Face dataset, converted by your own script in the dataset Job (as verl's
+    examples/data_preprocess/*.py convert theirs)."""
+
+    id: HubId = Field(description="The Hugging Face dataset the dataset Job loads (datasets.load_dataset).")
+    config: Optional[PythonName] = Field(None, description="Its config name. Empty = the dataset's default.")
+    revision: Optional[HubRevision] = Field(
+        None, description="Branch, tag or commit the Job loads; pin a commit so the staged rows stay the same. It is "
+        "part of the dataset cache key. Empty = the default branch, cached as first staged.")
+    script: TaskFile = Field(description="Your conversion script, relative to the stack file's folder: shipped to "
+                             "the dataset Job in a ConfigMap of its own (its hash in the cache key and the Job's name).")
+    function: PythonName = Field(
+        "build_row", description="The script's function (example, index, split) -> a verl row, or None to drop the "
+        "example. The Job checks every row it returns (pipeline/rows.py) before it uploads anything.")
+    splits: dict[Literal["train", "test"], PythonName] = Field(
+        default_factory=lambda: {"train": "train", "test": "test"},
+        description="The hub split each file is made from: train.parquet from `train`, test.parquet (verl's val "
+        "files) from `test`.")
+    data_source: str = Field(
+        min_length=1, max_length=200, description="The data_source your rows carry (verl's scorer dispatches on it; "
+        "the plan checks the examples' rows carry it).")
+    train_rows: int = Field(ge=1, le=1 << 40, description="Rows the train split gives (steps per epoch, subsets, "
+                            "time and cost: the plan cannot count a hub split offline).")
+    val_rows: int = Field(ge=1, le=1 << 40, description="Rows the test split gives.")
+    examples: list[dict[str, Any]] = Field(
+        min_length=1, max_length=50, description="A few raw examples of the hub dataset, as load_dataset yields them: "
+        "the plan runs your function on each, on the CPU, and checks the row it returns.")
+
+
 class TaskDatasetSettings(Strict):
     preset: Optional[Literal[PRESET_NAMES]] = Field(  # type: ignore[valid-type]
         None, description="A dataset the dataset Job fetches and converts: `gsm8k` (openai/gsm8k, the tutorial's), "
         "`math` (DigitalLearningGmbH/MATH-lighteval, verl's math scorer) or `code` (PRIME-RL/Eurus-2-RL-Data's "
         "coding problems with their unit tests, scored in the sandboxes). Empty = gsm8k unless train/val are given.")
+    hub: Optional[HubTaskDataset] = Field(
+        None, description="Any other Hugging Face dataset, converted by your own script in the dataset Job.")
     train: Optional[Union[OssKey, TaskFile]] = Field(
         None, description="Your own training parquet in verl's RLHFDataset layout (prompt, data_source, "
         "reward_model.ground_truth, optional extra_info and agent_name): a file relative to the stacks folder (the "
@@ -136,6 +174,11 @@ class TaskDatasetSettings(Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> "TaskDatasetSettings":
+        given = [k for k, on in (("preset", self.preset is not None), ("hub", self.hub is not None),
+                                 ("train/val", bool(self.train or self.val))) if on]
+        if len(given) > 1:
+            raise ValueError(f"task.dataset gives {' and '.join(given)}; keep one (a preset, a hub dataset with your "
+                             "script, or your own files)")
         if self.preset is not None and (self.train or self.val):
             raise ValueError("task.dataset gives both preset and train/val files; keep one (a preset is fetched by "
                              "the dataset Job, your files replace it)")
@@ -157,9 +200,12 @@ class TaskDatasetSettings(Strict):
 
     @property
     def preset_name(self) -> Optional[str]:
-        """The preset in force: the given one, gsm8k when nothing is given, None for own files."""
+        """The preset in force: the given one, `hub` for a hub dataset, gsm8k when nothing is given, None for own
+        files."""
         if self.own_files:
             return None
+        if self.hub is not None:
+            return HUB
         return self.preset or DEFAULT_PRESET
 
 
@@ -252,7 +298,13 @@ class TaskSettings(Strict):
 
     @property
     def preset(self) -> Optional[TaskPreset]:
-        name = self.dataset.preset_name
+        """What the dataset Job stages: a declared preset, or a hub dataset described as one by its settings."""
+        name, hub = self.dataset.preset_name, self.dataset.hub
+        if hub is not None:
+            return TaskPreset(hub_id=hub.id, config=hub.config, data_source=hub.data_source,
+                              train_split=hub.splits.get("train", "train"), val_split=hub.splits.get("test", "test"),
+                              train_rows=hub.train_rows, val_rows=hub.val_rows, reward="builtin", tools=(), ability="",
+                              source="task.dataset.hub")
         return TASK_PRESETS[name] if name else None
 
     @property
@@ -295,6 +347,7 @@ def task_stack_problems(s) -> Iterator[tuple[str, str]]:
     preset = task.preset
     local = [(f"task.dataset.{f}", getattr(task.dataset, f)) for f in ("train", "val")]
     local += [("task.reward.file", task.reward.file)]
+    local += [("task.dataset.hub.script", task.dataset.hub.script if task.dataset.hub else None)]
     local += [(f"task.tools[{i}].file", t.file) for i, t in enumerate(task.tools or []) if isinstance(t, OwnTool)]
     for field, loc in local:
         if loc and not is_oss(loc):

@@ -23,6 +23,7 @@ from typing import Literal, Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
+from components.cloud.guards import destroying
 from components.config import Settings
 from components.wiring import completion_marker, dataset_files, model_path
 
@@ -74,7 +75,8 @@ def cache_entries(s: Settings, provider: Optional[pulumi.ProviderResource]) -> d
         prefix = staged_prefix(s, what)
         marker = completion_marker(prefix)
         done = None
-        if checked_before_job(s) and provider is not None:
+        # Not listed under a destroy (guards.destroying): what the bucket holds now changes nothing that is deleted.
+        if checked_before_job(s) and provider is not None and not destroying():
             found = alicloud.oss.get_bucket_objects(bucket_name=s.storage.bucket_name, key_prefix=marker,
                                                     opts=pulumi.InvokeOptions(provider=provider))
             done = marker_listed([o.key for o in found.objects or []], marker)

@@ -37,5 +37,8 @@ class TaskFiles(pulumi.ComponentResource):
             self.ready.append(alicloud.oss.BucketObject(
                 f"{name}-{field.rsplit('.', 1)[-1]}", bucket=bucket, key=own_file_key(s, loc),
                 source=str(resolve_task_path(loc)), content_type="application/vnd.apache.parquet",
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True)))
+                # The key names the content; `source` is where this checkout keeps the file, which differs between
+                # machines and must not make the next preview from another one an update.
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True,
+                                            ignore_changes=["source"])))
         self.register_outputs({"keys": [own_file_key(s, loc) for _, loc in local_task_files(s)]})

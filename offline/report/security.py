@@ -24,6 +24,9 @@ from offline.report.section import Section, alb_reach
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
+# A namespace the program keeps on destroy is a patch of it (components/wiring.py kept_namespace): its labels still
+# are the program's.
+NAMESPACE_TYPES = (NAMESPACE, "kubernetes:core/v1:NamespacePatch")
 SANDBOX_SET = "kubernetes:agents.kruise.io/v1alpha1:SandboxSet"
 RAYJOB = "kubernetes:ray.io/v1:RayJob"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
@@ -75,7 +78,7 @@ def network_policies(recording) -> list[dict]:
 def namespaces(s: Settings, recording) -> list[dict]:
     """Every namespace the program creates, with the Pod Security Standard level it enforces."""
     out = []
-    for r in recording.by_type(NAMESPACE):
+    for r in (r for r in recording.resources if r.type in NAMESPACE_TYPES):
         meta = r.inputs.get("metadata") or {}
         out.append({"name": meta.get("name"), "enforce": (meta.get("labels") or {}).get(PSA_ENFORCE, "none")})
     if s.sandbox.enabled and s.sandbox.manager == "ack-addon":

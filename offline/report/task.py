@@ -18,7 +18,15 @@ WHERE = {
 
 def _dataset(s: Settings, proof) -> str:
     files = dataset_files(s)
-    preset = s.task.preset
+    preset, hub = s.task.preset, s.task.dataset.hub
+    if hub is not None:
+        d = s.dataset
+        rows = f"{d.train_subset} train / {d.test_subset} val rows (subsets)" if d.use_subsets else \
+            f"{hub.train_rows} train / {hub.val_rows} val rows"
+        return (f"`{hub.id}`" + (f" at `{hub.revision}`" if hub.revision else " (unpinned: the default branch)") +
+                f", converted by your `{hub.function}` in `{hub.script}` in the dataset Job and checked row by row "
+                f"into `{files.prefix}`; {rows}; data_source `{hub.data_source}`; on the CPU your function turned "
+                f"{proof.hub_rows} of {len(hub.examples)} example(s) into rows that passed the check")
     if preset is not None:
         d = s.dataset
         rows = f"{d.train_subset} train / {d.test_subset} val rows (subsets)" if d.use_subsets else \

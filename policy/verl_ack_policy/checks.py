@@ -15,6 +15,7 @@ and read top to bottom.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import re
@@ -138,12 +139,28 @@ def is_secret_key(key: str) -> bool:
     return any(pair in SECRET_WORD_PAIRS for pair in zip(words, words[1:], strict=False))
 
 
+# "-----BEGIN" base64-encoded starts with this (whatever follows): a kubeconfig's client-key-data, a Secret's data.
+_BASE64_PEM = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}")
+
+
+def _base64_pem_kind(value: str) -> Optional[str]:
+    for match in _BASE64_PEM.finditer(value):
+        head = match.group(0)[:120]
+        try:
+            decoded = base64.b64decode(head[: len(head) // 4 * 4]).decode("ascii", "replace")
+        except ValueError:
+            continue
+        if re.search(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----", decoded):
+            return "a base64-encoded PEM private key"
+    return None
+
+
 def secret_value_kind(value: str) -> Optional[str]:
     """What kind of credential the string contains, or None."""
     for kind, pattern in SECRET_VALUE_PATTERNS:
         if pattern.search(value):
             return kind
-    return None
+    return _base64_pem_kind(value)
 
 
 def _is_literal(value: Any) -> bool:
@@ -329,7 +346,9 @@ def check_stack_outputs(outputs: Mapping[str, Any], allowed: Iterable[str] = ())
     plaintext one here. Outputs that are deliberately exported as secrets are listed in `allowed`.
     """
     allowed = set(allowed)
-    return find_secrets({k: v for k, v in outputs.items() if k not in allowed})
+    # parse_strings: a kubeconfig (YAML or JSON) exported as one string carries its credential under a key
+    # (users[].user.client-key-data, .token), which only a parsed document shows.
+    return find_secrets({k: v for k, v in outputs.items() if k not in allowed}, parse_strings=True)
 
 
 # ============================================================================================== GPU pools

@@ -165,6 +165,37 @@ def check_image_digests(resource_type: str, props: Mapping[str, Any]) -> list[st
     return problems
 
 
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference, or None when it has none (`repo`, `host:5000/repo`, `repo@sha256:...`): a
+    tag is what follows the last `:` of the last path component (Docker reference grammar, distribution/reference
+    reference.go: `name [":" tag] ["@" digest]`; a registry's port sits before the first `/`)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def check_image_tags(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """No container image floats: one with neither a tag nor a digest is pulled as `:latest` (Kubernetes docs,
+    Images: "If you don't specify a tag, Kubernetes assumes you mean the tag latest"), and `:latest` is whatever was
+    pushed last, so the next node pull (a new pod, an evicted one) may run other code. A digest pins whatever the
+    tag says; a version tag passes here (images-pinned-by-digest reports it)."""
+    problems = []
+    for path, pod in pod_specs(resource_type, props):
+        for group in CONTAINER_GROUPS:
+            for i, c in enumerate(pod.get(group) or []):
+                image = c.get("image") if isinstance(c, Mapping) else None
+                if not isinstance(image, str) or is_unknown(image) or "@sha256:" in image:
+                    continue
+                tag = image_tag(image)
+                if tag is None:
+                    problems.append(f"{path}.{group}[{i}] runs {image!r} with no tag and no digest, which pulls "
+                                    "`:latest`; pin a version tag or a digest")
+                elif tag == "latest":
+                    problems.append(f"{path}.{group}[{i}] runs {image!r}: `:latest` is whatever was pushed last; "
+                                    "pin a version tag or a digest")
+    return problems
+
+
 # ============================================================================================== RAM
 RAM_POLICY = "alicloud:ram/policy:Policy"
 ATTACHMENTS = ("alicloud:ram/rolePolicyAttachment:RolePolicyAttachment",

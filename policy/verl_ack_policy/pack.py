@@ -128,7 +128,10 @@ no_literal_secrets = ResourceValidationPolicy(
 
 no_secrets_in_stack_outputs = StackValidationPolicy(
     name="no-secrets-in-stack-outputs",
-    description="Guarantees no stack output carries a credential, except outputs listed in allowedOutputs.",
+    description="Guarantees no stack output carries a credential, except outputs listed in allowedOutputs: a value "
+                "with a credential's shape (a PEM private key, a token), and inside a string that is a JSON or YAML "
+                "document (a kubeconfig) a credential's key (`client-key-data`, `token`, `password`) with a "
+                "literal value.",
     enforcement_level=MANDATORY,
     config_schema=_names_config("allowedOutputs", "Outputs deliberately exported with pulumi.Output.secret. The policy "
                                 "SDK hides the secret flag from policies, so those must be listed here to pass."),
@@ -261,6 +264,16 @@ images_pinned_by_digest = ResourceValidationPolicy(
     validate=_resource_validation(None, lambda args, props: exposure.check_image_digests(args.resource_type, props)),
 )
 
+no_floating_images = ResourceValidationPolicy(
+    name="no-floating-image-tags",
+    description="Guarantees no container image (a Deployment's, a Job's, a RayJob's head, worker and submitter "
+                "templates, a SandboxSet's, any pod template) is pulled by `:latest` or with neither a tag nor a "
+                "digest (which pulls `:latest`): a re-push would change what the next pod runs. Version tags pass "
+                "here; images-pinned-by-digest reports them.",
+    enforcement_level=MANDATORY,
+    validate=_resource_validation(None, lambda args, props: exposure.check_image_tags(args.resource_type, props)),
+)
+
 ram_least_privilege = ResourceValidationPolicy(
     name="ram-least-privilege",
     description="Guarantees no RAM policy allows Action '*', '*:*' or 'ram:*', and no policy attachment grants "
@@ -310,6 +323,7 @@ POLICIES = [
     no_public_api_server,
     no_host_access,
     images_pinned_by_digest,
+    no_floating_images,
     ram_least_privilege,
     no_internet_load_balancer_service,
     gpu_labels_truthful,

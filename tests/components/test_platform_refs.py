@@ -10,12 +10,14 @@ from components.workloads.training.rayjob import pod_wiring, rayjob_manifest, wi
 from tests.conftest import stack_settings
 
 
-def test_the_exports_are_exactly_the_fields_with_the_kubeconfig_the_one_secret():
+def test_the_exports_are_exactly_the_fields_and_no_credential_crosses_the_reference():
     refs = PlatformRefs(**{k: f"v-{k}" for k in PlatformRefs.KEYS})
     assert list(refs.to_exports()) == list(PlatformRefs.KEYS)
     assert refs.to_exports()["bucket_name"] == "v-bucket_name"
-    assert PlatformRefs.SECRET_KEYS == ("kubeconfig",)
     assert set(PlatformRefs.__dataclass_fields__) == set(PlatformRefs.KEYS)
+    # An experiment fetches its own credential for cluster_id (components/cloud/cluster.py kubernetes_provider).
+    assert "cluster_id" in PlatformRefs.KEYS
+    assert not [k for k in PlatformRefs.KEYS if any(w in k for w in ("kubeconfig", "credential", "token", "key"))]
 
 
 def test_with_platform_values_changes_only_the_image_and_the_mlflow_address():

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import Settings
-from components.wiring import ClusterRefs, resource_kwargs
+from components.wiring import KEPT_NAMESPACE_OLD_TYPE, ClusterRefs, kept_namespace, resource_kwargs
 from components.workloads.sandbox.image_pull import sandbox_image_pull_daemonset
 from components.workloads.sandbox.manifests import (
     ADMIN_KEY_ITEM,
@@ -56,10 +56,11 @@ class Sandboxes(pulumi.ComponentResource):
                 raise ValueError("sandbox.manager=open-source needs the sandboxApiKey secret as its admin key")
             # The namespace carries the Pod Security Admission labels, so this program creates it (the chart
             # creates none).
-            # Kept on destroy, as Helm's create_namespace always left it.
-            self.namespace = k8s.core.v1.Namespace(
-                f"{name}-namespace", **resource_kwargs(sandbox_namespace_manifest(s)),
-                opts=child([], retain_on_delete=True))
+            # Kept on destroy, as Helm's create_namespace always left it; a patch, not a retained Namespace, so the
+            # next `up` on the same cluster adopts it instead of failing on "already exists" (wiring.kept_namespace).
+            self.namespace = k8s.core.v1.NamespacePatch(
+                f"{name}-namespace", **resource_kwargs(kept_namespace(sandbox_namespace_manifest(s))),
+                opts=child([], aliases=[pulumi.Alias(type_=KEPT_NAMESPACE_OLD_TYPE)]))
             # The chart brings the CRDs, the controller and its webhooks; it waits for the controller to be
             # ready (Helm --wait), so the SandboxSet below is admitted by a running webhook. It needs the
             # node pools (cluster.ready) to schedule onto.

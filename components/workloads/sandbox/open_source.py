@@ -111,7 +111,7 @@ def sandbox_namespace_manifest(s: Settings) -> dict:
     the controller chart's and the manager's pods meet restricted."""
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": s.sandbox.namespace,
-                         "labels": {**pod_security_labels(sandbox_namespace_pod_security(s)), **PART_OF}}}
+                         "labels": {**pod_security_labels(sandbox_namespace_pod_security(s), s), **PART_OF}}}
 
 
 def key_store_secret_manifest(s: Settings) -> dict:

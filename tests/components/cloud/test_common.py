@@ -143,7 +143,8 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
         "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": {
             "identity-attach-csi", "identity-attach-data", "identity-attach-train", "identity-attach-mlflow"},
         # The program creates KubeRay's namespace itself so it carries Pod Security Admission labels.
-        "kubernetes:core/v1:Namespace": {"identity-namespace", "addons-kuberay-namespace"},
+        "kubernetes:core/v1:Namespace": {"identity-namespace"},
+        "kubernetes:core/v1:NamespacePatch": {"addons-kuberay-namespace"},  # kept on destroy (wiring.kept_namespace)
         "kubernetes:core/v1:ServiceAccount": {"identity-sa-data", "identity-sa-train", "identity-sa-mlflow"},
         "alicloud:oss/bucket:Bucket": {"storage-bucket"},
         "alicloud:oss/bucketAcl:BucketAcl": {"storage-acl"},
@@ -165,9 +166,9 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
     assert not record("dev").by_type("alicloud:cs/autoscalingConfig:AutoscalingConfig")  # Lingjun: no autoscaler
 
 
-def test_stack_outputs_give_ids_endpoints_a_secret_kubeconfig_and_kubectl_commands():
+def test_stack_outputs_give_ids_endpoints_and_kubectl_commands_but_no_credential():
     out = record("dev").outputs
-    assert out["kubeconfig"] == "[secret]"
+    assert "kubeconfig" not in out
     assert out["cluster_id"].startswith("c")
     assert out["bucket_name"] == "verl-ack-dev-data"
     assert out["oss_endpoint"] == "oss-ap-southeast-1-internal.aliyuncs.com"
@@ -175,7 +176,9 @@ def test_stack_outputs_give_ids_endpoints_a_secret_kubeconfig_and_kubectl_comman
     assert out["gpu_pool_id"]
     assert out["alb_dns_name"].endswith(".alb.aliyuncs.com")
     assert out["sandbox_api_url"] == "https://api.sandbox.example.com"
-    assert out["kubectl_get_kubeconfig"].startswith("pulumi stack output kubeconfig --show-secrets > kubeconfig")
+    # The user's own short-lived credential for the exported cluster id, not one read from the stack.
+    assert out["kubectl_get_kubeconfig"].startswith(
+        'aliyun cs DescribeClusterUserKubeconfig --ClusterId "$(pulumi stack output cluster_id)"')
     assert "-n verl get rayjob verl-grpo" in out["kubectl_job"]
 
 

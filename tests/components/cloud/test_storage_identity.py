@@ -176,7 +176,7 @@ def test_the_job_namespace_enables_pod_identity_injection_and_service_accounts_n
     rec = record("dev")
     ns = rec.get("kubernetes:core/v1:Namespace", "identity-namespace")
     assert ns.inputs["metadata"] == {"name": "verl", "labels": {INJECTION_LABEL: "on",
-                                                                **pod_security_labels("baseline")}}
+                                                                **pod_security_labels("baseline", settings_of("dev"))}}
     roles = {k: f"verl-dev-ap-southeast-1-{k}" for k in ("data", "train", "mlflow")}
     for key, role in roles.items():
         sa = rec.get(SA, f"identity-sa-{key}")
@@ -203,7 +203,7 @@ def test_access_key_auth_creates_no_roles_and_no_injection():
     rec = record("dev", ACCESS_KEY)
     assert not rec.by_type(ROLE) and not rec.by_type(POLICY)
     assert rec.get("kubernetes:core/v1:Namespace", "identity-namespace").inputs["metadata"] == {
-        "name": "verl", "labels": pod_security_labels("baseline")}
+        "name": "verl", "labels": pod_security_labels("baseline", settings_of("dev"))}
     for sa in rec.by_type(SA):
         assert "annotations" not in sa.inputs["metadata"]
     assert "addons-pod-identity" not in {r.name for r in rec.by_type("alicloud:cs/kubernetesAddon:KubernetesAddon")}

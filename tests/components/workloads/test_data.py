@@ -40,8 +40,10 @@ CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 
 
 def jobs(s, storage=RRSA, tokens=frozenset(), code=None):
+    """The stack's data Jobs: the dataset Job (a preset task's only) and the model staging Job."""
     code = code or dj.pipeline_code()
-    return (dj.dataset_job_manifest(s, code, storage, SA, tokens), dj.model_job_manifest(s, code, storage, SA, tokens))
+    dataset = (dj.dataset_job_manifest(s, code, storage, SA, tokens),) if not s.task.dataset.own_files else ()
+    return (*dataset, dj.model_job_manifest(s, code, storage, SA, tokens))
 
 
 def container(job: dict) -> dict:
@@ -76,7 +78,8 @@ def copy_pipeline(tmp_path):
 def test_configmap_carries_every_pipeline_file_and_is_named_by_their_digest():
     code = dj.pipeline_code()
     cm = dj.code_configmap_manifest(settings(), code)
-    on_disk = {p.name: p.read_text() for p in (REPO / "pipeline").glob("*.py")}
+    on_disk = {p.name: p.read_text() for p in [*(REPO / "pipeline").glob("*.py"),
+                                               *(REPO / "pipeline" / "locks").glob("*.lock")]}
     assert cm["data"] == on_disk
     assert {"__init__.py", "gsm8k.py", "stage_model.py"} <= set(cm["data"])
     assert cm["metadata"]["name"] == f"verl-pipeline-{code.digest[:10]}"
@@ -178,7 +181,7 @@ def test_each_presets_dataset_job_runs_its_converter_named_by_its_dataset(preset
 
 @pytest.mark.parametrize("preset", sorted(PRESET_JOBS))
 def test_the_rows_name_single_turn_exactly_when_the_task_has_no_tools(preset):
-    a_tool = ["code"] if preset == "code" else ["answer"]  # the code preset's sandbox reward refuses the answer tool
+    a_tool = ["answer"] if preset == "gsm8k" else ["code"]  # the answer tool reads GSM8K's `#### <answer>` only
     for tools in ([], a_tool, None):
         s = preset_settings(preset, tools)
         expected = "single_turn_agent" if single_turn(s) else "tool_agent"
@@ -193,7 +196,8 @@ def test_the_agent_loops_the_job_names_are_the_ones_the_pipeline_accepts():
     from pipeline.rows import AGENT_NAMES, SINGLE_TURN_AGENT, TOOL_AGENT
 
     assert (dj.SINGLE_TURN_AGENT, TOOL_AGENT_NAME) == (SINGLE_TURN_AGENT, TOOL_AGENT)
-    assert {env(jobs(preset_settings(p, t))[0])["AGENT_NAME"] for p in ("gsm8k", "math") for t in ([], ["answer"])} \
+    assert {env(jobs(preset_settings(p, t))[0])["AGENT_NAME"] for p, tool in (("gsm8k", "answer"), ("math", "code"))
+            for t in ([], [tool])} \
         == set(AGENT_NAMES)
 
 
@@ -272,10 +276,10 @@ def test_access_key_auth_without_a_secret_name_is_an_error():
 
 
 # --------------------------------------------------------------------------------------------- Job spec
-def test_jobs_run_once_on_the_system_pool_as_the_rrsa_account_with_pinned_packages():
+def test_jobs_run_once_on_the_system_pool_as_the_rrsa_account_from_their_hash_lock():
     s = settings()
-    wanted = (dj.PIPELINE_IMPORTS["dataset"], dj.PIPELINE_IMPORTS["model-huggingface"])
-    for job, pkgs in zip(jobs(s), wanted, strict=True):
+    wanted = ("dataset", "model-huggingface")
+    for job, lock in zip(jobs(s), wanted, strict=True):
         spec = job["spec"]
         pod = spec["template"]["spec"]
         assert spec["backoffLimit"] == 2
@@ -287,8 +291,13 @@ def test_jobs_run_once_on_the_system_pool_as_the_rrsa_account_with_pinned_packag
         assert c["resources"]["requests"]["cpu"] == c["resources"]["limits"]["cpu"] == s.dataset.job_cpu
         assert c["resources"]["requests"]["memory"] == s.dataset.job_memory
         script = c["command"][2]
-        for pkg in pkgs:
-            assert f"{pkg}=={s.versions.pipeline_packages[pkg]}" in script
+        install = next(line for line in script.splitlines() if "pip install" in line)
+        # only the Job's lock, every file checked against it, nothing it does not pin, nothing built in the pod
+        assert install.endswith(f" -r {dj.CODE_ROOT}/pipeline/{lock}.lock")
+        for flag in ("--require-hashes", "--no-deps", "--only-binary :all:"):
+            assert flag in install
+        assert "==" not in install
+        assert f"{lock}.lock" in dj.pipeline_code().files  # mounted with the code
         assert c["image"] == s.versions.dataset_image
 
 

@@ -75,9 +75,12 @@ def test_open_source_installs_the_controller_chart_and_the_pool_waits_for_it():
     assert rel.inputs["repositoryOpts"]["repo"] == "https://openkruise.github.io/charts/"
     # The program creates the namespace (with its Pod Security Admission labels) before the chart.
     assert (rel.inputs["namespace"], rel.inputs["createNamespace"]) == ("sandbox-system", False)
-    ns = rec.get("kubernetes:core/v1:Namespace", "sandbox-namespace")
+    ns = rec.get("kubernetes:core/v1:NamespacePatch", "sandbox-namespace")
     assert ns.urn in rel.dependencies
-    assert ns.options["retain_on_delete"], "Helm never deleted it either"
+    # Kept on destroy as Helm never deleted it either, by a patch: a retained Namespace would make the next `up`
+    # on the same cluster fail on "already exists" (tests/test_redeploy.py).
+    assert not ns.options["retain_on_delete"] and ns.options["aliases"] == 1
+    assert ns.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
     for type_, name in ((SET, "sandbox-pool"), (SERVICE, "sandbox-mcp"), (POLICY, "sandbox-isolation")):
         assert rel.urn in rec.get(type_, name).dependencies, name
     assert depends_on(rec, rec.get(DEPLOYMENT, "sandbox-manager"), rel.urn)

@@ -172,7 +172,7 @@ def test_the_open_source_namespace_enforces_what_the_sandboxes_meet_and_warns_be
     s = settings("existing-ecs")
     ns = sb.sandbox_namespace_manifest(s)
     assert ns["metadata"]["name"] == "sandbox-system"
-    assert ns["metadata"]["labels"].items() >= pod_security_labels("baseline").items()
+    assert ns["metadata"]["labels"].items() >= pod_security_labels("baseline", s).items()
     tight = settings("existing-ecs", {"sandbox": {"run_as_user": NON_ROOT_UID}})
     assert sandbox_namespace_pod_security(tight) == "restricted"
     assert sb.sandbox_namespace_manifest(tight)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == \

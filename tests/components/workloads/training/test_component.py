@@ -98,7 +98,10 @@ def test_the_rayjob_waits_for_everything_its_pods_and_data_need(stack_name):
     assert ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "train-ray-ingress") in deps
     assert ("kubernetes:core/v1:ServiceAccount", "identity-sa-train") in deps
     assert ("alicloud:cs/nodePool:NodePool", "pools-gpu") in deps
-    assert {("kubernetes:batch/v1:Job", "data-dataset"), ("kubernetes:batch/v1:Job", "data-model")} <= deps
+    assert ("kubernetes:batch/v1:Job", "data-model") in deps
+    # The task's rows: the dataset Job's, or the researcher's own files uploaded by the program (TaskFiles).
+    assert ("kubernetes:batch/v1:Job", "data-dataset") in deps or \
+        ("alicloud:oss/bucketObject:BucketObject", "task-files-train") in deps
     assert ("kubernetes:core/v1:Service", "tracking-service") in deps
     assert ("kubernetes:core/v1:Service", "sandbox-mcp") in deps
     kuberay = [r for r in rec.resources if r.name in ("addons-kuberay",)]

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from components.config import REPO_ROOT
 from components.model.layout import resolve_layout
-from components.wiring import dataset_files, mcp_url, model_cache_key
+from components.wiring import dataset_files, mcp_url, model_cache_key, task_tools
 from components.workloads.training.verl_config import (
     CODE_TOOL,
     CONFIG_DIR,
@@ -360,7 +360,8 @@ def test_the_tool_config_has_the_shape_verls_tool_registry_reads(stack_name):
         assert [b.id for b in classes[cls].bases] == ["BaseTool"]
         parsed = schemas.OpenAIFunctionToolSchema.model_validate(tool["tool_schema"])
         names.append(parsed.function.name)
-    assert names == [GSM8K_TOOL, CODE_TOOL]
+    # The task's tools in order (components/config/task.py): the answer tool and the code tool by their names.
+    assert names == [{"answer": GSM8K_TOOL, "code": CODE_TOOL}[t] for t in task_tools(settings_for(stack_name))]
 
 
 def test_the_gsm8k_tool_name_is_the_key_the_dataset_rows_carry():
