@@ -63,7 +63,7 @@ if platform and platform.ingress:
     pulumi.export("alb_dns_name", platform.ingress.dns_name)
     pulumi.export("sandbox_api_url", sandbox_api_url(settings))
 # How to reach what this stack runs: a platform its cluster and services, an experiment its job.
-EXPERIMENT_COMMANDS = {"kubectl_job", "ray_dashboard_port_forward"}
+EXPERIMENT_COMMANDS = {"kubectl_job", "ray_dashboard_port_forward", "ray_auth_env"}
 
 
 def _owned(key: str) -> bool:

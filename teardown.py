@@ -112,6 +112,19 @@ PULUMI_VERSION = _PIN[1] if _PIN else "<the pulumi version in requirements.txt>"
 
 
 # ------------------------------------------------------------------------------------------ plan
+HF_EXPORT_DIR = "/actor/huggingface/"  # verl's hf_model save content inside a step (fsdp_checkpoint_manager.py)
+
+
+def kept_hf_model(kept) -> str | None:
+    """The kept step's loadable Hugging Face model prefix (its config and weights), None when the step holds only
+    the config (training.save_contents without hf_model)."""
+    keys = [stat.key for stat in kept]
+    for key in keys:
+        if HF_EXPORT_DIR in key and key.endswith((".safetensors", ".bin")):
+            return key[:key.index(HF_EXPORT_DIR) + len(HF_EXPORT_DIR)]
+    return None
+
+
 def print_error(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -372,6 +385,9 @@ def _keep_one(args, settings, experiment: str, client: oss.Client, dest_bucket: 
     log(f"kept step {plan.step.step}: {len(result.kept)} objects verified by size and CRC64 "
         f"({result.copied} copied, {result.already_kept} already kept), tracker at "
         f"oss://{plan.dest_bucket}/{plan.tracker_key}")
+    if export := kept_hf_model(result.kept):
+        log(f"Hugging Face model (config, tokenizer, weights; transformers from_pretrained loads it): "
+            f"oss://{plan.dest_bucket}/{export}")
     if not last:
         return None
     if not args.destroy:

@@ -17,9 +17,16 @@ What it does.
    verl's driver passes them to `ray.init`, Ray merges them into the job's runtime_env (worker.py
    `_merge_runtime_env`), so every Ray worker has them. verl's Tracking attaches to MLFLOW_RUN_ID
    (verl/utils/tracking.py) and the tools nest their runs under it; the job's runs are then known by id.
-2. Runs COMMAND (the fabric preflight, which execs verl, or verl itself) as a child and waits.
+0. With `--nodes` above 1: waits until every Ray node of the job is alive with its GPUs (`--gpus-per-node`), at
+   most `--node-wait-seconds` (the RayJob's pre-running deadline), logging the missing node by its worker group
+   every 30 s and failing the job with that message at the end. KubeRay's SidecarMode submitter waits only for the
+   head (kuberay v1.7.0 common/job.go `BuildJobSubmitCommand`); a worker that joins later would fail the preflight
+   or verl's GPU count.
+2. Runs COMMAND (the model prefetch's wait, the fabric preflight, verl: each execs the next) as a child and waits.
 3. On SIGTERM or SIGINT (Ray's `ray job stop` and the RayJob's deletion signal every process of the entrypoint;
    the preStop hook signals this one), passes SIGTERM to the child, gives it STOP_GRACE_SECONDS, then kills it.
+   The handler is set first; a stop that lands while the child is being started is passed on as soon as the
+   child exists, and one before it starts ends the job without starting it.
 4. Ends the runs: the trainer's and every tool run nested under it, FINISHED when the child exited 0, FAILED when
    it did not (a Python error, `os._exit`, SIGKILL, an OOM kill: verl's own `Tracking.finish` ends the run FINISHED
    even after an exception), KILLED when the job was stopped. MLflow trouble is logged and never changes the
@@ -29,6 +36,9 @@ What it does.
    (`<dir>/<job>.txt`, the same Hydra runtime_env route as in 1) and watches it. The job's reward writes its reason
    there when it must refuse a trajectory (verl_ack_reward.refuse: verl's v1 trainer would only log it and drop the
    group); the entrypoint then stops verl as a stop signal would, prints the reason and exits with REFUSED_EXIT.
+
+A run started from another run's checkpoint (`trainer.resume_mode=resume_path`) continues from its own newest
+checkpoint once it has one (`continuing_own_checkpoint`): a KubeRay retry after a lost node resumes where it stopped.
 
 Shipped in the job's ConfigMap; stdlib only, plus PyYAML and mlflow where tracking is on (the image's).
 """
@@ -107,6 +117,45 @@ def child_command(command: list[str], trainer_run: Optional[str], job: str) -> l
             f"{RUNTIME_ENV_OVERRIDE}.{JOB_ENV}='{job}'"]
 
 
+# verl's tracker file in trainer.default_local_dir (verl/utils/checkpoint/checkpoint_manager.py
+# get_checkpoint_tracker_filename): written after each complete checkpoint; resume_mode auto reads it.
+CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+RESUME_PATH = "trainer.resume_mode=resume_path"
+
+
+def continuing_own_checkpoint(command: list[str], exists: Any = os.path.isfile) -> tuple[list[str], Optional[str]]:
+    """A run that branches from another's checkpoint (`trainer.resume_mode=resume_path`) continues from its own
+    newest checkpoint once it has one (a KubeRay retry after a lost node, or a rerun): resume_mode becomes `auto`,
+    which reads trainer.default_local_dir's tracker file. Returns the command and the directory it continues from
+    (None: unchanged)."""
+    if RESUME_PATH not in command:
+        return list(command), None
+    own = [w.split("=", 1)[1] for w in command if w.startswith("trainer.default_local_dir=")]
+    if not own or not exists(os.path.join(own[-1], CHECKPOINT_TRACKER)):
+        return list(command), None
+    return ["trainer.resume_mode=auto" if w == RESUME_PATH else w for w in command], own[-1]
+
+
+def record_run(record_dir: str, hparams: list[str], volume: Optional[str] = None,
+               is_mount: Any = os.path.ismount) -> Optional[str]:
+    """The run's create-only hyperparameters beside its checkpoints, one empty file `<name>=<value>` each, written
+    only when the folder holds none (the first run under these names; a rerun or retry keeps the first record, which
+    the preview compares a rerun's settings with) and only onto the checkpoint volume (`volume` mounted: outside a
+    pod nothing is written onto the machine's own disk). Returns what was done, for the log; never raises."""
+    try:
+        if volume is not None and not is_mount(volume):
+            return f"{volume} is not mounted: the run's hyperparameters are not recorded"
+        if os.path.isdir(record_dir) and os.listdir(record_dir):
+            return None
+        os.makedirs(record_dir, exist_ok=True)
+        for item in hparams:
+            with open(os.path.join(record_dir, item), "w", encoding="utf-8"):
+                pass
+        return f"recorded {len(hparams)} hyperparameter(s) in {record_dir}"
+    except OSError as err:
+        return f"could not record the run's hyperparameters in {record_dir} ({err}); a changed rerun is not refused"
+
+
 @dataclass(frozen=True)
 class Tracking:
     uri: str
@@ -128,6 +177,57 @@ def tracking_from(tool_config_path: Optional[str], environ: dict[str, str]) -> O
     if not metrics.get("mlflow_experiment") or not metrics.get("mlflow_parent_run"):
         return None
     return Tracking(uri, metrics["mlflow_experiment"], metrics["mlflow_parent_run"])
+
+
+# --------------------------------------------------------------------------------------------- the Ray nodes
+NODE_POLL_SECONDS = 2.0
+NODE_REPORT_SECONDS = 30.0
+
+
+def node_problems(nodes: list[dict], want: int, gpus_per_node: int, worker_group: str) -> list[str]:
+    """What keeps the job's Ray cluster from being whole (empty when every node is alive with its GPUs), naming
+    each node: by its address when it joined short of GPUs, by its worker group and pod label when it has not
+    joined (Ray knows nothing of a node before it joins)."""
+    alive = [n for n in nodes if n.get("Alive")]
+    problems = []
+    for n in alive:
+        gpus = (n.get("Resources") or {}).get("GPU", 0)
+        if gpus < gpus_per_node:
+            problems.append(f"node {n.get('NodeManagerAddress', n.get('NodeID', '?'))} has {gpus:g} of "
+                            f"{gpus_per_node} GPUs in Ray (its GPU plugin or `num-gpus`)")
+    if len(alive) < want:
+        joined = ", ".join(sorted(str(n.get("NodeManagerAddress", "?")) for n in alive)) or "none"
+        missing = want - len(alive)
+        problems.append(f"{missing} of {want} Ray node(s) not joined (joined: {joined}): the worker pod(s) of group "
+                        f"{worker_group} (`kubectl get pods -l ray.io/group={worker_group}`)")
+    return problems
+
+
+def wait_for_nodes(nodes_of: Any, want: int, gpus_per_node: int, worker_group: str, timeout: float,
+                   stopped: Any = lambda: False, sleep: Any = time.sleep, clock: Any = time.monotonic) -> list[str]:
+    """Poll the Ray cluster (`nodes_of()`: `ray.nodes()`) until `want` nodes are alive with `gpus_per_node` GPUs
+    each, the job is stopped, or `timeout` seconds pass; the problems left (empty: whole). KubeRay's SidecarMode
+    submitter waits only for the head's dashboard (kuberay v1.7.0 common/job.go BuildJobSubmitCommand), so without
+    this a worker that joins late fails the preflight or verl's own GPU count."""
+    deadline, reported = clock() + timeout, clock()
+    while True:
+        problems = node_problems(nodes_of(), want, gpus_per_node, worker_group)
+        if not problems or stopped() or clock() >= deadline:
+            return problems
+        if clock() - reported >= NODE_REPORT_SECONDS:
+            reported = clock()
+            log("waiting for the Ray cluster: " + "; ".join(problems))
+        sleep(NODE_POLL_SECONDS)
+
+
+def wait_for_ray_nodes(want: int, gpus_per_node: int, worker_group: str, timeout: float, stopped: Any) -> list[str]:
+    import ray
+
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False)
+    try:
+        return wait_for_nodes(ray.nodes, want, gpus_per_node, worker_group, timeout, stopped)
+    finally:
+        ray.shutdown()
 
 
 # --------------------------------------------------------------------------------------------- the job's runs
@@ -184,6 +284,7 @@ class Supervisor:
         self.child: Optional[subprocess.Popen] = None
         self.stopped_by: Optional[int] = None
         self._stopped_at = 0.0
+        self._forwarded = False
         self.refusal_file = refusal_file
         self.refused: Optional[str] = None
 
@@ -203,8 +304,18 @@ class Supervisor:
         if self.stopped_by is None:
             self.stopped_by, self._stopped_at = signum, time.monotonic()
             log(f"received {signal.Signals(signum).name}: stopping the job")
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signal.SIGTERM)
+        self._forward()
+
+    def _forward(self) -> None:
+        """SIGTERM to the child once it exists and runs. Called from the handler and again right after the child
+        starts and on every poll: a stop that lands while `Popen` runs (the child exists, `self.child` is not set
+        yet) is passed on as soon as it is, never left to the grace's SIGKILL."""
+        if self.stopped_by is None or self._forwarded:
+            return
+        child = self.child
+        if child is not None and child.poll() is None:
+            self._forwarded = True
+            child.send_signal(signal.SIGTERM)
 
     def listen(self) -> None:
         """From the program's start: a stop while the trainer run is being created must not kill it unhandled."""
@@ -220,6 +331,7 @@ class Supervisor:
             log(f"could not start {self.command[0]}: {err}")
             return 127
         while True:
+            self._forward()
             try:
                 return self.child.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
@@ -273,6 +385,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="a folder every Ray pod shares: the reward writes why it refused a trajectory there")
     p.add_argument("--stop-wait-seconds", type=float, default=STOP_GRACE_SECONDS + 10,
                    help="--stop: how long to wait for the entrypoint's close-up")
+    p.add_argument("--record-dir", default=None, help="where the run records its create-only hyperparameters")
+    p.add_argument("--hparam", action="append", default=[], help="NAME=VALUE, one per create-only hyperparameter")
+    p.add_argument("--record-volume", default=None, help="the checkpoint volume's mount: record only onto it")
+    p.add_argument("--nodes", type=int, default=1, help="Ray nodes of the job: more than 1 waits for all of "
+                   "them, alive with their GPUs, before COMMAND starts")
+    p.add_argument("--gpus-per-node", type=int, default=0, help="GPUs each Ray node must have")
+    p.add_argument("--worker-group", default="workers", help="the RayCluster's worker group (named in the message)")
+    p.add_argument("--node-wait-seconds", type=float, default=1800, help="how long to wait for the nodes (the "
+                   "RayJob's pre-running deadline)")
     args = p.parse_args(argv)
     if args.stop:
         return stop(args.pid_file, args.stop_wait_seconds)
@@ -284,6 +405,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     refusal_file = os.path.join(args.refusal_dir, f"{job}.txt") if args.refusal_dir else None
     supervisor = Supervisor(command, child_env, grace=args.stop_grace_seconds, refusal_file=refusal_file)
     supervisor.listen()
+    if args.nodes > 1:
+        try:
+            problems = wait_for_ray_nodes(args.nodes, args.gpus_per_node, args.worker_group,
+                                          args.node_wait_seconds, lambda: supervisor.stopped_by is not None)
+        except Exception as err:  # noqa: BLE001 (Ray itself unreachable: the job cannot run)
+            problems = [f"could not read the Ray cluster's nodes ({type(err).__name__}: {err})"]
+        if supervisor.stopped_by is not None:
+            log("stopped while waiting for the Ray nodes: nothing started")
+            return exit_code(-supervisor.stopped_by)
+        if problems:
+            log(f"the Ray cluster is not whole after {args.node_wait_seconds:g} s: " + "; ".join(problems))
+            return 1
+        log(f"all {args.nodes} Ray nodes are alive with {args.gpus_per_node} GPU(s) each")
     tracking = tracking_from(args.tool_config, child_env)
     client, trainer_run = None, None
     if tracking is not None:
@@ -300,6 +434,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     except OSError as err:
         log(f"could not write {args.pid_file} ({err}); the preStop hook cannot stop this job gracefully")
 
+    if args.record_dir:
+        done = record_run(args.record_dir, args.hparam, args.record_volume)
+        if done:
+            log(done)
+    command, own = continuing_own_checkpoint(command)
+    if own is not None:
+        log(f"{own} holds this run's own checkpoint: continuing from its newest step (resume_mode auto), not from "
+            "training.resume_from")
     supervisor.command = child_command(command, trainer_run, job)
     if refusal_file is not None and VERL_MAIN in command:
         supervisor.command.append(f"{RUNTIME_ENV_OVERRIDE}.{REFUSAL_ENV}='{refusal_file}'")

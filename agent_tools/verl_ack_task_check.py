@@ -43,6 +43,12 @@ def bind_verl() -> str | None:
         module = types.ModuleType(name)
         module.__path__ = [str(root.joinpath(*name.split(".")[1:]))]
         sys.modules[name] = module
+    # BaseTool's module decorates its methods with rollout tracing, whose module imports Ray (utils/ray_utils.py) at
+    # import time; the decorator only wraps calls (it traces a rollout when one is being traced), so the check, which
+    # imports and builds a tool and never runs a rollout, binds it to a pass-through.
+    trace = types.ModuleType("verl.utils.rollout_trace")
+    trace.rollout_trace_op = lambda fn: fn
+    sys.modules["verl.utils.rollout_trace"] = trace
     return None
 
 
@@ -123,15 +129,23 @@ def check_tools(spec: dict, out: dict) -> None:
         if BaseTool is not None and not issubclass(cls, BaseTool):
             out["problems"].append([field, f"{tool['class']} is not a verl BaseTool subclass"])
             continue
+        schema = None
         if tool.get("schema") is not None:
             try:
                 schema = OpenAIFunctionToolSchema.model_validate(tool["schema"])
             except Exception as err:  # noqa: BLE001 (pydantic's error says which key)
                 out["problems"].append([field, f"its schema is not an OpenAI function schema verl accepts: {err}"])
                 continue
-            out["tools"].append(schema.function.name)
-        else:
-            out["tools"].append(tool["class"])
+        # As verl's tool registry builds it in every agent-loop worker (tools/tool_registry.py
+        # initialize_tools_from_config): cls(config=<the tool's config>, tool_schema=<the validated schema or None>).
+        try:
+            instance = cls(config={"type": "native", **(tool.get("config") or {})}, tool_schema=schema)
+        except Exception as err:  # noqa: BLE001 (the researcher's constructor: its own error, named)
+            out["problems"].append([field, f"{tool['class']}(config=..., tool_schema=...) raised "
+                                    f"{type(err).__name__}: {err}"])
+            continue
+        name = getattr(instance, "name", None) or (schema.function.name if schema else tool["class"])
+        out["tools"].append(str(name))
     name = spec.get("functions_module")
     if name:
         from verl.tools.function_tool import load_function_tools_from_path

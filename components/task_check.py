@@ -181,7 +181,8 @@ def _spec(s: Settings, proof: TaskProof) -> tuple[dict, dict[str, str]]:
             "sandbox": s.task.reward_kind == "sandbox", "function": s.task.reward.function,
             "data_sources": proof.data_sources if s.task.reward_kind == "builtin" else [],
             "tools": [{"module": vc.TASK_TOOL_MODULE.format(index=i), "class": t.class_name, "file": t.file,
-                       "schema": t.tool_schema, "field": f"task.tools[{i}]"} for i, t in vc.own_tools(s)],
+                       "schema": t.tool_schema, "config": dict(t.config), "field": f"task.tools[{i}]"}
+                      for i, t in vc.own_tools(s)],
             "functions_module": vc.TASK_FUNCTIONS_FILE[:-3] if vc.function_tools_file(s) else None,
             "functions_file": vc.function_tools_file(s).file if vc.function_tools_file(s) else None}
     return spec, files

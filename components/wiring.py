@@ -102,6 +102,11 @@ def ray_pods_use_rdma(s: Settings) -> bool:
     return s.gpu_pool.kind == "lingjun" and s.gpu_pool.nodes > 1
 
 
+# On the namespace the program creates for a job's Ray pods (components/cloud/identity.py): MLflow, which has no
+# authentication, admits Ray pods only from namespaces carrying it (network_policies.mlflow_network_policy_manifest).
+TRACKING_CLIENT_LABEL = "verl-ack/tracking-client"
+
+
 def ray_namespace(s: Settings) -> str:
     """Where the Ray pods (and what they mount or run as) live: a namespace of their own when they need
     `privileged` (job.ray_namespace, default `<job.namespace>-ray`), so nothing else runs without enforcement;
@@ -417,8 +422,11 @@ def model_cache_key(s: Settings) -> str:
 
 
 def model_path(s: Settings) -> str:
-    """Key prefix the model staging Job fills with the weights, content-addressed by repo and revision:
-    <models_prefix><dir_name>/<model_cache_key>/. Training reads the weights from here."""
+    """Key prefix training reads the weights from: the one the model staging Job fills, content-addressed by repo
+    and revision (<models_prefix><dir_name>/<model_cache_key>/), or with `model.source: oss` the user's own
+    `model.path` in the bucket (nothing stages it)."""
+    if s.model.source == "oss" and s.model.path is not None:
+        return s.model.path
     return f"{s.storage.models_prefix}{preset_of(s).dir_name}/{model_cache_key(s)}/"
 
 
@@ -428,13 +436,15 @@ def completion_marker(prefix: str) -> str:
     return prefix.rstrip("/") + ".complete"
 
 
-# The options of every Job whose completion Pulumi awaits (the data Jobs, the node gate). pulumi-kubernetes records a
-# Job whose await failed as created with initialisation errors (ErrorResourceInitFailed), and the next `up` gives such
-# an unchanged resource an empty update that only awaits the same Failed Job again, so it fails in seconds even after
-# the cause is fixed. A replace_on_changes of "*" covers the engine's "#initerror" key (pulumi/pulumi
-# pkg/resource/deploy/step_generator.go applyReplaceOnChanges): the failed Job is replaced and runs again. Deleted
-# first: a Job's name is fixed for its spec. Any other change of a Job replaces it anyway (its spec is immutable).
-RERUN_FAILED_JOB = {"replace_on_changes": ["*"], "delete_before_replace": True}
+# Every Job whose completion Pulumi awaits (the data Jobs, the node gate, the queue admission check). pulumi-kubernetes
+# records a Job whose await failed as created with initialisation errors, and by default the next `up` only awaits the
+# same Failed Job again, so it fails in seconds even after the cause is fixed. The provider's documented switch for
+# that is the annotation `pulumi.com/replaceUnready: "true"` ("to schedule a replacement for an unready resource on the
+# next update"; pulumi_kubernetes batch/v1 Job docs), which the Job manifests carry (REPLACE_UNREADY): the failed Job is
+# replaced and runs again, with no option keyed on the engine's internal "#initerror" marker. Deleted first: a Job's
+# name is fixed for its spec, and any other change of a Job replaces it anyway (its spec is immutable).
+REPLACE_UNREADY = {"pulumi.com/replaceUnready": "true"}
+RERUN_FAILED_JOB = {"delete_before_replace": True}
 
 
 # A namespace this program keeps after a destroy (one that may hold more than this stack's objects, or outlive it on an

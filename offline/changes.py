@@ -37,6 +37,10 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 # The key applyReplaceOnChanges matches against replace_on_changes for a resource with initialisation errors
 # (pulumi/pulumi pkg/resource/deploy/step_generator.go initErrorSpecialKey).
 INIT_ERROR = "#initerror"
+# pulumi-kubernetes' documented switch for a Job that failed: with this annotation the provider's Diff reads the live
+# Job and replaces it when it is not ready (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go Diff,
+# `metadata.ReplaceUnready`; the batch/v1 Job docs).
+REPLACE_UNREADY = "pulumi.com/replaceUnready"
 TF = "aliyun/terraform-provider-alicloud@ace5bcf8777e"
 
 # Fields the provider sends only in Create: no Update path, not read back. A change "applies" and does nothing.
@@ -276,7 +280,14 @@ def _diff_resource(reg: Registration, old: RawState, base_inputs: dict | None, n
         # applyReplaceOnChanges: a replace_on_changes path that contains the special key "#initerror" ("*" does)
         # replaces a resource the last `up` left uninitialised; without one, an unchanged resource with
         # initialisation errors gets an empty update, which only awaits the same object again.
-        if any(covers(r, (INIT_ERROR,)) for r in roc):
+        annotations = ((new_inputs.get("metadata") or {}).get("annotations") or {}) if reg.is_kubernetes else {}
+        if new_inputs.get("kind") == "Job" and annotations.get(REPLACE_UNREADY) == "true":
+            key = ("metadata", "annotations", REPLACE_UNREADY)
+            d.changed.append(key)
+            d.replace.append(key)
+            d.notes[REPLACE_UNREADY] = ("the last `up` left the Job failed: its pulumi.com/replaceUnready annotation "
+                                        "replaces it")
+        elif any(covers(r, (INIT_ERROR,)) for r in roc):
             d.changed.append((INIT_ERROR,))
             d.replace.append((INIT_ERROR,))
             d.notes[INIT_ERROR] = "the last `up` left it failed to initialise; replace_on_changes replaces it"

@@ -30,17 +30,16 @@ Environment:
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.marker import complete, read_state, write_marker
-from pipeline.oss_client import CredentialsMissing, client_from_env, normalize_prefix, require
-from pipeline.oss_upload import upload_directory
-from pipeline.rows import SINGLE_TURN_AGENT, TOOL_AGENT, RowError, parse_agent_name, parse_subsets, write_splits
+from pipeline.marker import complete, read_state
+from pipeline.oss_client import normalize_prefix, require
+from pipeline.rows import SINGLE_TURN_AGENT, TOOL_AGENT, RowError, parse_agent_name, parse_subsets
+from pipeline.staging import job_main, stage_rows
 
 DATA_SOURCE = "openai/gsm8k"
 SUPPORTED_DATASETS = (DATA_SOURCE,)
@@ -190,28 +189,12 @@ def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list
         return None
     raw = (load or load_gsm8k)(config)
     rows = {split: build_rows(examples, split, config.agent_name) for split, examples in raw.items()}
-    files = write_splits(rows, config.output_dir, config.subsets)  # every row checked before the first write
-    for path in files:
-        log(f"wrote {path}")
-    summary = upload_directory(client, config.bucket, config.output_dir, config.prefix, log=log)
-    write_marker(client, config.bucket, config.prefix, summary.uploaded + summary.skipped, identity(config), log=log)
-    return summary
+    return stage_rows(rows, config.output_dir, config.subsets, client, config.bucket, config.prefix, identity(config),
+                      log=log)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
-    env = os.environ if env is None else env
-    try:
-        config = config_from_env(env)
-        client = client_from_env(env)
-    except (ValueError, KeyError, CredentialsMissing) as err:
-        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
-        return 2
-    try:
-        run(config, client)
-    except RowError as err:  # nothing was uploaded: the rows are checked before the first write
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return job_main(env, config_from_env, run)
 
 
 if __name__ == "__main__":

@@ -44,24 +44,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from pipeline.marker import complete, read_state, write_marker
-from pipeline.oss_client import CredentialsMissing, client_from_env, normalize_prefix, require
-from pipeline.oss_upload import upload_directory
+from pipeline.marker import complete, read_state
+from pipeline.oss_client import normalize_prefix, require
 from pipeline.rows import (
     SINGLE_TURN_AGENT,
     TOOL_AGENT,
     RowError,
     parse_agent_name,
     parse_subsets,
-    write_splits,
 )
+from pipeline.staging import job_main, stage_rows
 
 MATH = "DigitalLearningGmbH/MATH-lighteval"
 CODE = "PRIME-RL/Eurus-2-RL-Data"
@@ -339,28 +337,12 @@ def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list
             if other:
                 raise RowError(f"{config.dataset_name} {split} split: rows carry data_source {other}, the stack says "
                                f"{config.data_source!r} (task.dataset.hub.data_source)")
-    files = write_splits(rows, config.output_dir, config.subsets)  # every row checked before the first write
-    for path in files:
-        log(f"wrote {path}")
-    summary = upload_directory(client, config.bucket, config.output_dir, config.prefix, log=log)
-    write_marker(client, config.bucket, config.prefix, summary.uploaded + summary.skipped, identity(config), log=log)
-    return summary
+    return stage_rows(rows, config.output_dir, config.subsets, client, config.bucket, config.prefix, identity(config),
+                      log=log)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
-    env = os.environ if env is None else env
-    try:
-        config = config_from_env(env)
-        client = client_from_env(env)
-    except (ValueError, KeyError, CredentialsMissing) as err:
-        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
-        return 2
-    try:
-        run(config, client)
-    except (RowError, ValueError) as err:  # nothing was uploaded: the rows are checked before the first write
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return job_main(env, config_from_env, run)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def stack_settings(stack: str, overrides: dict | None = None) -> dict:
         # placeholder EFLO node id per node (and, multi-node, the nodes' security group) so only the layout is tested.
         lj = gp["lingjun"]
         lj["node_ids"] = [f"e01-cn-test{i:04d}" for i in range(gp["nodes"])]
-        if gp["nodes"] > 1 and not lj.get("security_group_id"):
+        if not lj.get("security_group_id"):
             lj["security_group_id"], lj["ray_admit_cidrs"] = "sg-test", ["10.4.0.0/16"]
         job = out.setdefault("job", {})
         if gp["nodes"] > 1 and isinstance(job, dict) and not job.get("host_network_cidrs") \
@@ -73,7 +73,7 @@ def stack_settings(stack: str, overrides: dict | None = None) -> dict:
 # machines' VPC and vSwitches, the ACR instance); the sandbox domain is left to the caller.
 REAL_DEV_VALUES = {
     "gpu_pool": {"lingjun": {"eflo_cluster_id": "i118191731733789436", "eflo_node_group_id": "i127062918265143",
-                             "node_ids": ["e01-cn-fw7a2b3c4d5"]}},
+                             "node_ids": ["e01-cn-fw7a2b3c4d5"], "security_group_id": "sg-t4n6b2k9m3q7w1e5r8y"}},
     "cluster": {"network": {"vpc_id": "vpc-t4n8x2k3m9q1w5e7r6y4a", "node_vswitch_ids": ["vsw-t4n1a", "vsw-t4n1b"],
                             "pod_vswitch_ids": ["vsw-t4p1a", "vsw-t4p1b"]}},
     "image": {"enterprise_instance_id": "cri-k2m8q4w7e1r5t9y3"},

@@ -158,7 +158,8 @@ def test_after_a_failed_first_up_an_allowed_public_api_change_is_the_update_that
 def test_a_node_gate_that_failed_is_run_again_by_the_next_up_not_re_awaited():
     # pulumi-kubernetes records a Job whose await failed as created with initialisation errors; the next `up` gives
     # an unchanged resource with such errors an empty update, which awaits the same Failed Job and fails in seconds,
-    # even after the pool was fixed. Its replace_on_changes covers "#initerror": the gate is deleted and run again.
+    # even after the pool was fixed. Its pulumi.com/replaceUnready annotation (pulumi-kubernetes' documented switch,
+    # not the engine's "#initerror" key): the gate is deleted and run again.
     first = record("dev")
     state = readback(first)
     gate_job = first.get("kubernetes:batch/v1:Job", "train-gate")
@@ -171,8 +172,8 @@ def test_a_node_gate_that_failed_is_run_again_by_the_next_up_not_re_awaited():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_job_pulumi_awaits_runs_again_after_a_failed_up_in_every_stack(stack):
-    # a data Job that failed (a download cut off) is re-awaited as the gate was: each Job's replace_on_changes covers
-    # the engine's "#initerror" key, and it is deleted first (its name is fixed)
+    # a data Job that failed (a download cut off) is run again as the gate is: each Job carries the annotation
+    # pulumi.com/replaceUnready, and it is deleted first (its name is fixed)
     first = record(stack)
     state = readback(first)
     jobs = first.by_type("kubernetes:batch/v1:Job")
@@ -182,3 +183,5 @@ def test_every_job_pulumi_awaits_runs_again_after_a_failed_up_in_every_stack(sta
         report = {c.name: c.action for c in changes(first, failed, first)}
         assert report == {job.name: "replace"}, job.name
         assert job.options["delete_before_replace"], job.name
+        assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true", job.name
+        assert "#initerror" not in repr(job.options.get("replace_on_changes")), "no engine-internal key"

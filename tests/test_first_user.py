@@ -312,10 +312,12 @@ def test_a_stack_file_with_three_independent_mistakes_gets_all_three_in_one_run(
     # the host-network CIDRs
     doc = _dev_doc()
     doc["config"]["verl-ack:settings"]["gpu_pool"]["nodes"] = 2
+    for key in ("security_group_id", "ray_admit_cidrs"):  # and without dev's security group
+        doc["config"]["verl-ack:settings"]["gpu_pool"]["lingjun"].pop(key)
     rc, err = _plan_file(tmp_path, capsys, yaml.safe_dump(doc))
     assert rc == 2 and "3 problem(s)" in err
     for field, fix in (("gpu_pool.lingjun.node_ids", "list exactly that many EFLO node ids"),
-                       ("gpu_pool.lingjun.security_group_id", "give the Lingjun nodes' security group"),
+                       ("gpu_pool.lingjun.security_group_id", "host network, so the Ray job API (8265)"),
                        ("job.host_network_cidrs", "list the GPU nodes' vSwitch CIDRs")):
         line = next(line for line in err.splitlines() if line.startswith(f"  - {field}: "))
         assert fix in line

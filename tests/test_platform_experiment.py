@@ -54,7 +54,7 @@ def test_a_platform_that_owns_the_lingjun_pool_keeps_it_joined_with_the_image_pr
     """dev-platform says gpu_pool.owner: platform (Lingjun bills in a pool or not): the pool and the pre-pull of the
     platform's image live here, in the platform's namespace, and the two hand-over keys name the pool."""
     rec = record(PLATFORM)
-    assert sorted(r.name for r in rec.by_type(NODE_POOL)) == ["pools-gpu", "pools-system"]
+    assert sorted(r.name for r in rec.by_type(NODE_POOL)) == ["pools-gpu", "pools-sandbox", "pools-system"]
     pool = rec.get(NODE_POOL, "pools-gpu")
     assert is_gpu_pool(pool) and pool.inputs["type"] == "lingjun", pool.urn
     assert pool.parent.endswith("NodePools::pools"), pool.urn
@@ -72,7 +72,7 @@ def test_a_platform_that_leaves_the_pool_to_its_experiments_creates_no_gpu_pool_
     rec = record(PLATFORM, {"gpu_pool": {"owner": "experiment"}})
     assert [r.name for r in rec.resources if is_gpu_pool(r)] == []
     assert [r.name for r in rec.resources if is_prepull(r)] == [], "GPU nodes, and their pre-pull, are the experiment's"
-    assert [r.name for r in rec.by_type(NODE_POOL)] == ["pools-system"]
+    assert sorted(r.name for r in rec.by_type(NODE_POOL)) == ["pools-sandbox", "pools-system"]
     assert (rec.outputs["gpu_pool_owner"], rec.outputs["gpu_pool_id"]) == ("experiment", "")
 
 

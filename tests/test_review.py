@@ -90,8 +90,8 @@ def test_a_changed_field_shows_old_and_new_and_a_reason(dev_3b_to_7b):
     env = {f["readable"]: f for f in res["data-model"]["fields"]}
     model_id = next(f for name, f in env.items() if name.endswith("env[MODEL_ID].value"))
     assert (model_id["old"], model_id["new"]) == ("Qwen/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
-    # a data Job is replaced as a whole (replace_on_changes, so a failed one runs again), deleted first: fixed name
-    assert "replace_on_changes" in res["data-model"]["reason"] and "deleted before" in res["data-model"]["reason"]
+    # a data Job is replaced as a whole (its spec is immutable), deleted first: fixed name
+    assert "Kubernetes does not let" in res["data-model"]["reason"] and "deleted before" in res["data-model"]["reason"]
     assert "| data-model | `" in _section(md)
 
 

@@ -222,6 +222,8 @@ def test_the_latest_step_with_its_hf_export_is_copied_verified_and_then_the_stac
         assert fake_oss.get("ckpt", KEPT_STEP_2 + rel.removeprefix("global_step_2/")) == data
     assert fake_oss.get("ckpt", KEPT_TRACKER) == b"2"
     assert f"kept oss://ckpt/{KEPT_STEP_2}actor/huggingface/model.safetensors" in run.output
+    # Where the loadable model is, said once, in the form a next run's model.path takes.
+    assert f"from_pretrained loads it): oss://ckpt/{KEPT_STEP_2}actor/huggingface/" in run.output
     assert f"{len(STEP_2)} objects verified by size and CRC64" in run.output
     assert run.destroyed == [DESTROY]
     # Copies are server-side: no checkpoint body travels through the tool.

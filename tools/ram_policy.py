@@ -36,7 +36,8 @@ NEW_VPC_VARIANT = {"gpu_pool": {"kind": "ecs", "lingjun": None,
 # check_lingjun), which a real preview performs, so their read permissions come from this variant.
 LINGJUN_READ_VARIANT = {"gpu_pool": {"lingjun": {"eflo_cluster_id": "i118191731733789436",
                                                  "eflo_node_group_id": "i127062918265143",
-                                                 "node_ids": ["e01-cn-fw7a2b3c4d5"]}}}
+                                                 "node_ids": ["e01-cn-fw7a2b3c4d5"],
+                                                 "security_group_id": "sg-t4n6b2k9m3q7w1e5r8y"}}}
 CALLS = REPO / "tests" / "data" / "alicloud_provider_calls.json"
 DOC = REPO / "docs" / "real-cloud.md"
 TABLE = re.compile(r"(<!-- generated:ram-branch-actions -->\n)(.*?)(<!-- /generated -->)", re.S)

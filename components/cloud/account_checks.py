@@ -4,7 +4,10 @@ sources and refuse a stack that cannot succeed, naming the field and the fix.
 Each check is an invoke (a read; `pulumi preview` runs invokes) made with the explicit provider of the stack's
 region. Checked: every zone exists in the region and is sold; an ECS GPU pool's zone sells one of its instance
 types; the sandbox's DNS zone is hosted in Alibaba Cloud DNS; the ACR Enterprise instance exists (and serves the
-registry host named); ACK's service roles are authorised; an existing bucket is this account's.
+registry host named); ACK's service roles are authorised; an existing bucket is this account's; where the
+bucket exists before the stack, a `model.source: oss` prefix holds a model (config.json and weights) and
+training.resume_from holds a checkpoint, and a rerun under names that hold checkpoints keeps the create-only
+hyperparameters their first run recorded (verl_config.create_only_hyperparameters).
 
 Lingjun machines have no data source in pulumi-alicloud 4.0.0 (eflo has only get_subnets and get_vpds), so a stack
 that owns a Lingjun pool READS them as resources instead (`eflo.NodeGroup.get`, `eflo.Node.get`; check_lingjun):
@@ -34,6 +37,8 @@ from pulumi.runtime import settings as psettings
 from components.cloud.guards import destroying
 from components.config import PROJECT, Problem, Settings, SettingsError
 from components.config.placeholders import placeholders
+from components.wiring import checkpoint_key_prefix
+from components.workloads.training.runs import RUN_RECORD_DIR, create_only_hyperparameters
 
 # The reads are named after the settings that hold their ids: a read of an id the account lacks fails the preview
 # with the engine's own "resource '<id>' does not exist" on that read's row (pulumi/pulumi pkg/resource/deploy/step.go
@@ -130,12 +135,99 @@ def account_problems(s: Settings, provider: pulumi.ProviderResource) -> list[Pro
             problems.append(Problem(field="cluster", message=f"ACK's service roles {', '.join(missing)} are not "
                                     "authorised in this account, so ACK cannot create the cluster: authorise them "
                                     f"once with the account owner ({ACK_ROLES_CONSOLE}; docs/real-cloud.md)"))
+    bucket_missing = False
     if s.kind != "experiment" and s.storage.mode == "existing":
         name = s.storage.bucket_name
         if name not in set(alicloud.oss.get_buckets(name_regex=f"^{re.escape(name)}$", opts=opts).names or []):
+            bucket_missing = True
             problems.append(Problem(field="storage.bucket_name", message=f"storage.mode is existing but {name} is not "
                                     "a bucket of this account; create it first or use storage.mode: new"))
+    if not bucket_missing:
+        problems += run_start_problems(s, opts)
     return problems
+
+
+# A Hugging Face model directory: its config and at least one weights file (safetensors, or PyTorch's .bin).
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def model_prefix_problems(keys: list[str], path: str) -> list[str]:
+    """What a `model.source: oss` prefix lacks to be loaded as a Hugging Face model (empty when it has it)."""
+    here = [k[len(path):] for k in keys if k.startswith(path)]
+    missing = []
+    if "config.json" not in here:
+        missing.append("config.json")
+    if not any(k.endswith(WEIGHT_SUFFIXES) and "/" not in k for k in here):
+        missing.append("weights (*.safetensors or *.bin)")
+    return missing
+
+
+def bucket_before_stack(s: Settings) -> bool:
+    """Whether the stack's bucket exists before this preview, so its objects can be listed: an experiment's is its
+    platform's, and `storage.mode: existing` names one."""
+    return s.kind == "experiment" or s.storage.mode == "existing"
+
+
+def run_start_problems(s: Settings, opts: pulumi.InvokeOptions) -> list[Problem]:
+    """Where the run starts, read from the bucket (alicloud.oss.get_bucket_objects, a ListObjects read): the model of
+    `model.source: oss` is a loadable model directory, training.resume_from holds a checkpoint, and a rerun under
+    names that hold checkpoints keeps the create-only hyperparameters its first run recorded (rerun_problems)."""
+    if not bucket_before_stack(s):
+        return []
+    out: list[Problem] = []
+    bucket = s.storage.bucket_name
+    if s.model.source == "oss" and s.model.path is not None:
+        keys = [o.key for o in alicloud.oss.get_bucket_objects(bucket_name=bucket, key_prefix=s.model.path,
+                                                              opts=opts).objects or []]
+        missing = model_prefix_problems(keys, s.model.path)
+        if missing:
+            out.append(Problem(field="model.path", message=f"oss://{bucket}/{s.model.path} holds no {' and no '.join(missing)} "
+                               f"({len(keys)} object(s) under it): it is not a Hugging Face model directory; upload "
+                               "the model there (config.json, *.safetensors, tokenizer files) or fix model.path"))
+    resume = s.training.resume_from
+    if resume is not None:
+        found = alicloud.oss.get_bucket_objects(bucket_name=bucket, key_prefix=f"{resume}actor/", opts=opts).objects
+        if not found:
+            out.append(Problem(field="training.resume_from", message=f"oss://{bucket}/{resume} holds no actor "
+                               "checkpoint (no object under actor/): name a global_step_N/ folder a run completed "
+                               "(teardown.py lists them) or remove training.resume_from"))
+    return out + rerun_problems(s, opts)
+
+
+# verl's tracker file beside a run's global_step_N folders (verl/utils/checkpoint/checkpoint_manager.py): present
+# once a checkpoint is complete, which a rerun with resume_mode auto continues from.
+CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def changed_hyperparameters(recorded_keys: list[str], record_prefix: str, current: dict[str, str]) -> dict:
+    """{setting: (recorded, current)} for each create-only hyperparameter the run's record holds with another
+    value. The record is one object per value, `<record_prefix><setting>=<value>`."""
+    recorded = dict(k[len(record_prefix):].split("=", 1) for k in recorded_keys
+                    if k.startswith(record_prefix) and "=" in k[len(record_prefix):])
+    return {name: (recorded[name], value) for name, value in current.items()
+            if name in recorded and recorded[name] != value}
+
+
+def rerun_problems(s: Settings, opts: pulumi.InvokeOptions) -> list[Problem]:
+    """A rerun with the same project and experiment names continues the newest checkpoint under them (resume_mode
+    auto); one whose create-only hyperparameters differ from the record the first run left there is refused, naming
+    each (the checkpoint would mix two experiments)."""
+    if s.training.sweep is not None:
+        return []  # each variant has its own folder and record
+    prefix = checkpoint_key_prefix(s)
+    bucket = s.storage.bucket_name
+    tracker = prefix + CHECKPOINT_TRACKER
+    listed = alicloud.oss.get_bucket_objects(bucket_name=bucket, key_prefix=tracker, opts=opts).objects or []
+    if tracker not in {o.key for o in listed}:
+        return []  # no checkpoint under these names: the run starts fresh
+    record = f"{prefix}{RUN_RECORD_DIR}/"
+    keys = [o.key for o in alicloud.oss.get_bucket_objects(bucket_name=bucket, key_prefix=record, opts=opts).objects
+            or []]
+    changed = changed_hyperparameters(keys, record, create_only_hyperparameters(s))
+    return [Problem(field=name, message=f"{name} is {new} but oss://{bucket}/{prefix} holds checkpoints of a run with "
+                    f"{old}, which this run would continue (resume_mode auto): give the run a new "
+                    "training.experiment_name (with training.resume_from: <that folder>global_step_N/ to start from "
+                    f"its weights), or set {name} back") for name, (old, new) in sorted(changed.items())]
 
 
 def check_account(s: Settings, provider: pulumi.ProviderResource) -> None:

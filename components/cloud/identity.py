@@ -32,6 +32,7 @@ import pulumi_kubernetes as k8s
 from components.config import Settings
 from components.wiring import (
     DATASET_SERVICE_ACCOUNT,
+    TRACKING_CLIENT_LABEL,
     TRACKING_SERVICE_ACCOUNT,
     TRAINING_SERVICE_ACCOUNT,
     WorkloadIdentity,
@@ -164,6 +165,8 @@ def namespace_manifest(s: Settings) -> dict:
     labels = pod_security_labels(job_namespace_pod_security(s), s)
     if s.storage.auth == "rrsa":
         labels[INJECTION_LABEL] = "on"
+    if ray_namespace(s) == s.job.namespace and s.kind != "platform":
+        labels[TRACKING_CLIENT_LABEL] = "true"  # the Ray pods here log to MLflow (a platform runs none)
     return {"name": s.job.namespace, "labels": labels}
 
 
@@ -175,6 +178,7 @@ def ray_namespace_manifest(s: Settings) -> dict | None:
     labels = pod_security_labels(ray_namespace_pod_security(s), s)
     if s.storage.auth == "rrsa":
         labels[INJECTION_LABEL] = "on"
+    labels[TRACKING_CLIENT_LABEL] = "true"  # the Ray pods here log to MLflow
     return {"name": ray_namespace(s), "labels": labels}
 
 

@@ -26,6 +26,7 @@ from components.wiring import (
     sandbox_scheduling,
     system_scheduling,
 )
+from components.workloads.network_policies import RAY_DEFAULT_PORTS
 
 GPUS_PER_NODE_LABEL = "verl-ack/gpus-per-node"
 GPU_MODEL_LABEL = "verl-ack/gpu-model"
@@ -96,9 +97,10 @@ ACK_POOL_TAG_IGNORE = ['tags["ack.aliyun.com"]']
 # offline (docs/uncertain-facts.md), so the pool ignores them: the GPU taint the program sets is a constant, sent at
 # creation.
 LINGJUN_IGNORE = ["instanceTypes", "tags", "taints", "vswitchIds"]
-# Ray head ports a host-network head listens on (components/workloads/network_policies.py RAY_*_PORT; a test keeps
-# the two equal): GCS, dashboard and job API, Ray client. None of them authenticates by default in Ray 2.52.
-RAY_HEAD_PORTS = (6379, 8265, 10001)
+# The fixed ports the Ray pods listen on (GCS, dashboard and job API, Ray client on the head; metrics and dashboard
+# agent on every pod), from KubeRay's defaults for a RayJob that moves none (network_policies.ray_listen_ports; a
+# test holds every stack's rendered RayJobs to this list).
+RAY_PORTS = RAY_DEFAULT_PORTS
 
 
 def lingjun_pool_args(s: Settings, cluster_id: pulumi.Input[str]) -> dict:
@@ -145,18 +147,20 @@ def lingjun_join_warnings(s: Settings) -> list[str]:
         out.append(
             "Lingjun nodes run Terway exclusive-ENI pods, which NetworkPolicy does not cover (ACK: exclusive ENI "
             "\"does not support ... NetworkPolicy\"): the Ray pods' policies are not enforced on them; the "
-            "multi-node security-group rules are the network control there (docs/cloud.md).")
+            "security-group rules on gpu_pool.lingjun.security_group_id are the network control there (docs/cloud.md).")
     return out
 
 
 def ray_port_rule_plan(s: Settings) -> list[dict]:
-    """Security-group rules of a multi-node Lingjun pool, whose host-network Ray head listens on the nodes' VPC
-    addresses: per head port, accept from the group itself and `ray_admit_cidrs` (priority 1), drop from anywhere
-    else (priority 2; an Alibaba rule with a smaller priority number wins, a drop wins a tie)."""
+    """Security-group rules of a Lingjun pool, whose Ray pods NetworkPolicy does not reach: on several nodes they use
+    the host network and listen on the nodes' VPC addresses; on one node they run on Terway exclusive ENIs, which
+    NetworkPolicy does not cover (docs/facts.md). Per Ray port: accept from the group itself and `ray_admit_cidrs`
+    (priority 1), drop from anywhere else (priority 2; an Alibaba rule with a smaller priority number wins, a drop
+    wins a tie)."""
     lj = s.gpu_pool.lingjun
     assert lj is not None and lj.security_group_id
     out = []
-    for port in RAY_HEAD_PORTS:
+    for port in RAY_PORTS:
         out.append({"key": f"self-{port}", "port": port, "policy": "accept", "priority": 1,
                     "source_security_group_id": lj.security_group_id})
         for i, cidr in enumerate(lj.ray_admit_cidrs):
@@ -172,7 +176,7 @@ def ray_port_rules(name: str, s: Settings, child: pulumi.ResourceOptions) -> lis
         f"{name}-ray-{r['key']}", security_group_id=lj.security_group_id, type="ingress", ip_protocol="tcp",
         port_range=f"{r['port']}/{r['port']}", nic_type="intranet", policy=r["policy"], priority=r["priority"],
         source_security_group_id=r.get("source_security_group_id"), cidr_ip=r.get("cidr_ip"),
-        description=f"verl-ack {s.name}: Ray head port {r['port']} ({r['policy']})", opts=child)
+        description=f"verl-ack {s.name}: Ray port {r['port']} ({r['policy']})", opts=child)
         for r in ray_port_rule_plan(s)]
 
 

@@ -190,15 +190,16 @@ class LingjunSettings(Strict):
         "Lingjun node pools in Terway exclusive-ENI mode only. Create-time: Terway refuses a mode change on a node, so "
         "changing it replaces the pool. Exclusive-ENI pods are not subject to NetworkPolicy (docs/cloud.md).")
     security_group_id: SecurityGroupId | None = Field(
-        None, description="Security group of the Lingjun nodes (the Lingjun cluster's network). Required for a "
-        "multi-node pool: its Ray pods use the host network, so the head's unauthenticated ports (GCS 6379, "
-        "dashboard/job API 8265, client 10001) listen on the nodes' VPC addresses; the program adds rules to this "
-        "group that admit those ports only from the group itself and `ray_admit_cidrs`, and drop them from anywhere "
-        "else.")
+        None, description="Security group of the Lingjun nodes (the Lingjun cluster's network), taken to be the group "
+        "of their pods' exclusive ENIs too (docs/uncertain-facts.md). Required for a pool this stack owns with "
+        "several nodes (the Ray pods use the host network and listen on the nodes' VPC addresses) or with "
+        "terway_exclusive_eni (NetworkPolicy does not cover exclusive-ENI pods): the program adds rules to this group "
+        "that admit the Ray ports (GCS 6379, dashboard/job API 8265, client 10001, metrics 8080, dashboard agent "
+        "52365) only from the group itself and `ray_admit_cidrs`, and drop them from anywhere else.")
     ray_admit_cidrs: list[Cidr] = Field(
         default_factory=list, max_length=20, description="Besides the GPU nodes themselves, the CIDRs admitted to the "
-        "Ray head ports of a multi-node pool: at least the Terway pod vSwitch CIDRs of the system pool, where the "
-        "KubeRay operator polls the job on 8265. Required with security_group_id.")
+        "Ray ports of the pool: at least the Terway pod vSwitch CIDRs of the system pool, where the KubeRay operator "
+        "polls the job on 8265 (and Prometheus scrapes 8080). Required with security_group_id.")
 
     @model_validator(mode="after")
     def _distinct(self) -> LingjunSettings:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 # Where the admitted sources of the Ray head ports and of host-network Ray pods can sit: the private ranges a VPC
 # is built from (RFC 1918) and the shared address space (RFC 6598) that Alibaba Cloud uses inside VPCs. A CIDR
-# reaching outside them admits internet addresses to the Ray job API (8265, no authentication), GCS (6379) and
+# reaching outside them admits internet addresses to the Ray job API (8265, behind only the job token), GCS (6379) and
 # the client port (10001), or to MLflow through its NetworkPolicy.
 PRIVATE_RANGES = tuple(ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
                                                            "100.64.0.0/10"))

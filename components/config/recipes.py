@@ -82,3 +82,22 @@ def dapo_gen_batch_size(t: Any) -> int:
     """data.gen_batch_size under DAPO: the setting, or 3 x train_batch_size as the recipe sets it."""
     given = t.dapo.gen_batch_size
     return given if given is not None else 3 * t.train_batch_size
+
+
+def apply_recipe(t: Any) -> None:
+    """TrainingSettings' recipe rules: DAPO trains without KL (docs/algo/dapo.md: use_kl_loss and use_kl_in_reward
+    off) unless the stack sets either; its overlong buffer and generation batch must fit the stack."""
+    if t.recipe == "dapo":
+        for name in ("use_kl_loss", "use_kl_in_reward"):
+            if name not in t.model_fields_set:
+                t.__dict__[name] = False
+        d = t.dapo
+        if d.reward_manager == "dapo" and d.overlong_buffer and dapo_overlong_len(t) >= t.max_response_length:
+            raise ValueError(
+                f"training.dapo.overlong_buffer_len {dapo_overlong_len(t)} must be below max_response_length "
+                f"{t.max_response_length} (verl's dapo reward manager asserts max_resp_len >= len, and a buffer "
+                "as long as the response penalises every token); lower it or leave it empty for a fifth")
+        if d.gen_batch_size is not None and d.gen_batch_size < t.train_batch_size:
+            raise ValueError(f"training.dapo.gen_batch_size {d.gen_batch_size} is below train_batch_size "
+                             f"{t.train_batch_size}: a round could never fill a batch; use at least "
+                             f"{t.train_batch_size} (DAPO's recipe uses 3x)")

@@ -1,4 +1,6 @@
-"""The root `Settings` model: every section, and the rules that span sections."""
+"""The root `Settings` model: every section, and the rules that span sections.
+
+Longer than 500 lines because each rule that spans sections reads several of them; one model keeps them together."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from components.config.exposure import secret_value_problems, system_namespace_p
 from components.config.image import ImageSettings, VersionSettings
 from components.config.project import PROJECT
 from components.config.rules import Problems, rule
+from components.config.runs import run_start_problems
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
 from components.config.task import TaskSettings, task_stack_problems
@@ -204,6 +207,13 @@ class Settings(Strict):
             yield "job.submission_mode", (
                 f"job.submission_mode SidecarMode needs KubeRay >= 1.5.0 but versions.kuberay is "
                 f"{self.versions.kuberay}; use K8sJobMode or upgrade KubeRay")
+        # Every RayJob authenticates Ray's job API with a token (authOptions.mode token; docs/training.md): KubeRay has
+        # it from 1.5.1 and refuses it below Ray 2.52.0.
+        for field, have, floor in (("versions.kuberay", self.versions.kuberay, "1.5.1"),
+                                   ("versions.ray", self.versions.ray, "2.52.0")):
+            if self.kind != "platform" and [int(x) for x in have.split(".")[:3]] < [int(x) for x in floor.split(".")]:
+                yield field, (f"{field} {have}: every RayJob sets authOptions.mode token (Ray's job API runs any "
+                              f"command on the GPU nodes), which needs {field} >= {floor}; upgrade it")
         if self.job.pre_running_deadline_seconds is not None and self.versions.kuberay_tuple() < (1, 6, 0):
             yield "job.pre_running_deadline_seconds", (
                 f"job.pre_running_deadline_seconds needs KubeRay >= 1.6.0 (versions.kuberay is {self.versions.kuberay}); "
@@ -212,6 +222,10 @@ class Settings(Strict):
             yield "training.logger", (
                 "training.logger uses mlflow but tracking.enabled is false: verl would log to a pod-local sqlite file "
                 "that is deleted with the Ray cluster; enable tracking or drop mlflow from training.logger")
+
+    @rule
+    def _runs_and_checkpoints(self) -> Problems:
+        yield from run_start_problems(self)
 
     @rule
     def _cloud(self) -> Problems:
@@ -227,11 +241,14 @@ class Settings(Strict):
                 f"gpu_pool.lingjun.node_ids lists {len(lj.node_ids)} machine(s) but gpu_pool.nodes is "
                 f"{self.gpu_pool.nodes}: the job waits for `nodes` GPU nodes; list exactly that many EFLO node ids "
                 "(Lingjun console > Nodes)")
-        if lj is not None and self.owns_gpu_pool() and self.gpu_pool.nodes > 1 and lj.security_group_id is None:
+        if lj is not None and self.owns_gpu_pool() and lj.security_group_id is None and (
+                self.gpu_pool.nodes > 1 or lj.terway_exclusive_eni):
+            why = ("a multi-node pool's Ray pods use the host network" if self.gpu_pool.nodes > 1 else
+                   "NetworkPolicy does not cover the pool's Terway exclusive-ENI pods")
             yield "gpu_pool.lingjun.security_group_id", (
-                "a multi-node Lingjun pool needs gpu_pool.lingjun.security_group_id (and ray_admit_cidrs): its Ray pods "
-                "use the host network, so the head's unauthenticated job API (8265), GCS (6379) and client port (10001) "
-                "would be open to the whole VPC; give the Lingjun nodes' security group so the program restricts them")
+                f"this Lingjun pool needs gpu_pool.lingjun.security_group_id (and ray_admit_cidrs): {why}, so the Ray "
+                "job API (8265), GCS (6379) and client port (10001) answer whatever the nodes' security group admits; "
+                "give that group so the program fences them")
         if self.gpu_pool.kind == "lingjun" and self.kind != "experiment" and not net.vpc_id:
             yield "cluster.network.vpc_id", (
                 "gpu_pool.kind=lingjun needs cluster.network.vpc_id, node_vswitch_ids and pod_vswitch_ids: the Lingjun "
@@ -394,8 +411,8 @@ class Settings(Strict):
         if self.gpu_pool.lingjun is not None:
             for p in world_open_problems(
                     "gpu_pool.lingjun.ray_admit_cidrs", self.gpu_pool.lingjun.ray_admit_cidrs,
-                    "the security group accepts them on the Ray head's unauthenticated job API (8265), GCS (6379) and "
-                    "client port (10001) ahead of its drop rule"):
+                    "the security group accepts them on the Ray pods' job API (8265), GCS (6379), client port (10001), "
+                    "metrics (8080) and dashboard agent (52365) ahead of its drop rule"):
                 yield "gpu_pool.lingjun.ray_admit_cidrs", p
 
     @rule

@@ -110,6 +110,15 @@ class SandboxSettings(Strict):
     allow_internet: bool = Field(False, description="Let sandboxes reach the public internet (DNS is always allowed).")
     cpu: CpuQuantity = Field("500m", description="CPU request and limit of one sandbox (a Jupyter kernel running short snippets).")
     memory: MemoryQuantity = Field("1Gi", description="Memory request and limit of one sandbox.")
+    ephemeral_storage: MemoryQuantity = Field(
+        "2Gi", description="Ephemeral-storage request and limit of one sandbox container (its writable layer and "
+        "logs on the node's disk): the kubelet evicts the one sandbox that writes more, instead of the node filling "
+        "up and evicting its neighbours. The envd sidecar gets `envd_volume_size` for itself.")
+    envd_volume_size: MemoryQuantity = Field(
+        "256Mi", description="sizeLimit of the sandbox pod's envd emptyDir (the envd binary and its start script the "
+        "init sidecar copies there; the kubelet evicts a pod whose volume grows past it) and the envd sidecar's "
+        "ephemeral-storage request and limit. UNVERIFIED: the envd build's size is not published; check with "
+        "`kubectl exec <sandbox> -c sandbox -- du -sh /mnt/envd` (docs/uncertain-facts.md).")
     run_as_user: Optional[Uid] = Field(
         None, description="Non-root uid the sandbox containers run as; then the pods meet the restricted Pod "
         "Security Standard and the namespace enforces it. Empty = the image's user: the code-interpreter image runs "
@@ -130,8 +139,10 @@ class SandboxSettings(Strict):
         True, description="Pull the code-interpreter image onto every node the sandboxes run on as soon as it joins "
         "(a DaemonSet in sandbox.namespace, created before the SandboxSet), so the warm pool's pods find it on disk.")
     dedicated_pool: Optional[SandboxPoolSettings] = Field(
-        None, description="A tainted node pool only sandboxes run on. Empty = sandboxes share the system pool with "
-        "the controllers, MLflow and the data jobs.")
+        default_factory=SandboxPoolSettings, description="A tainted node pool only sandboxes run on, so model-written "
+        "code shares no node with the controllers, MLflow, the KubeRay operator or the sandbox manager (holder of the "
+        "E2B admin key). Default: 2 x ecs.g7.2xlarge (the plan prices it). `null` = sandboxes share the system pool "
+        "(explicit opt-out). Left out with sandbox.enabled false, no pool.")
     public_api: bool = Field(
         False, description="Serve the E2B API (sandbox.domain, ack-addon) on an internet ALB. false = an intranet "
         "ALB, reachable only from the VPC: training needs only the in-cluster MCP Service.")
@@ -142,6 +153,15 @@ class SandboxSettings(Strict):
     tls_policy: AlbTlsPolicy = Field(
         "tls_cipher_policy_1_2", description="ALB TLS security policy of the E2B API's HTTPS listener (TLS 1.2 or "
         "newer only). The listener is HTTPS-only: there is no HTTP listener to downgrade to.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_default_pool_without_sandboxes(cls, data):
+        # The default pool exists for the sandboxes; a stack without them gets none unless it names one (refused
+        # then, in the settings' rules, as nodes billing for nothing).
+        if isinstance(data, dict) and data.get("enabled", True) is False and "dedicated_pool" not in data:
+            return {**data, "dedicated_pool": None}
+        return data
 
     @field_validator("pool_cap")
     @classmethod

@@ -31,9 +31,9 @@ class SandboxPoolSettings(Strict):
     code then shares no kernel with the controllers, MLflow or the data jobs."""
 
     instance_types: list[InstanceType] = Field(
-        min_length=1, max_length=20,
-        description="ECS instance types of the sandbox nodes, in order of preference (e.g. ecs.g7.2xlarge). With "
-        "runtime_name Sandboxed-Container.runv they must be ECS Bare Metal types (ACK's only node type for runV).")
+        default_factory=lambda: ["ecs.g7.2xlarge", "ecs.g8i.2xlarge"], min_length=1, max_length=20,
+        description="ECS instance types of the sandbox nodes, in order of preference (the plan prices the first). "
+        "With runtime_name Sandboxed-Container.runv they must be ECS Bare Metal types (ACK's only node type for runV).")
     nodes: int = Field(2, ge=1, le=50, description="Nodes in the sandbox pool (the warm pool's capacity).")
     cpus_per_node: int = Field(8, ge=2, le=1024, description="vCPUs per sandbox node (sizes the warm pool in the plan).")
     memory_gib_per_node: int = Field(32, ge=4, le=16384, description="Memory per sandbox node, GiB (sizes the warm pool).")

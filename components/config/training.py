@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -13,7 +14,7 @@ from components.config.recipes import (
     CriticSettings,
     DapoSettings,
     VerlScalar,
-    dapo_overlong_len,
+    apply_recipe,
 )
 from components.config.sharing import Coefficient, Rate, SampleCount, SweepSettings
 from components.config.types import (
@@ -27,6 +28,7 @@ from components.config.types import (
     ExtendedResourceName,
     HydraName,
     MemoryQuantity,
+    ObjectPrefix,
     PlainName,
     RayJobName,
     ResourceCount,
@@ -76,8 +78,17 @@ class ModelSettings(Strict):
     custom: Optional[CustomModelSettings] = Field(
         None, description="Your own dense model (model.preset: custom): its hub repository and architecture numbers, "
         "or a config.json in the stacks folder. Default parallelism is the same-family preset nearest in size.")
-    source: Literal["huggingface", "modelscope"] = Field(
-        "huggingface", description="Hub the model staging job downloads from (ModelScope is faster in mainland regions).")
+    source: Literal["huggingface", "modelscope", "oss"] = Field(
+        "huggingface", description="Where the starting weights come from: the hub the model staging job downloads "
+        "from (ModelScope is faster in mainland regions), or `oss`: a Hugging Face model directory already in the "
+        "stack's bucket at model.path (an SFT checkpoint, a previous run's export), read from there with no "
+        "staging Job. The architecture still comes from model.preset or model.custom.")
+    path: ObjectPrefix | None = Field(
+        None, description="model.source: oss only: the key prefix in the stack's bucket that holds the model "
+        "(config.json, the weights, the tokenizer), under storage.models_prefix or storage.checkpoints_prefix (the "
+        "volumes the Ray pods mount), e.g. checkpoints/<project>/<experiment>/global_step_100/actor/huggingface/ (a "
+        "run's Hugging Face export). The preview checks it holds config.json and weights where the bucket exists "
+        "before the stack (an experiment stack, storage.mode: existing).")
     thinking: bool | None = Field(
         None, description="Thinking mode of a model whose chat template has the switch (Qwen3): verl's "
         "data.apply_chat_template_kwargs.enable_thinking, which both the dataset's prompt rendering and the "
@@ -115,6 +126,15 @@ class ModelSettings(Strict):
         if self.preset != CUSTOM and self.custom is not None:
             raise ValueError(f"model.custom is set but model.preset is {self.preset!r}; set model.preset: custom to "
                              "train it, or remove model.custom")
+        if self.source == "oss" and self.path is None:
+            raise ValueError("model.source is oss but model.path is empty; set it to the key prefix of the model in "
+                             "the bucket (e.g. models/my-sft/ or a run's .../actor/huggingface/)")
+        if self.source != "oss" and self.path is not None:
+            raise ValueError(f"model.path is set but model.source is {self.source}; set model.source: oss to start "
+                             "from the bucket, or remove model.path")
+        if self.source == "oss" and self.revision is not None:
+            raise ValueError("model.revision names a hub revision; a model from the bucket (model.source: oss) has "
+                             "none: remove it")
         c = self.custom
         if c is not None and self.source == "huggingface" and c.hf_id is None:
             raise ValueError("model.source is huggingface but model.custom has no hf_id; add it or set model.source: "
@@ -204,9 +224,9 @@ class TrainingSettings(Strict):
     ppo_max_token_len_per_gpu: int = Field(16384, ge=256, le=1 << 26, description="Token budget per GPU when use_dynamic_bsz.")
     ulysses_sequence_parallel_size: int = Field(1, ge=1, le=4096, description="Ulysses sequence parallel size of the actor.")
     total_training_steps: int | None = Field(
-        None, ge=1, le=INT64_MAX, description="Stop after this many steps. Empty = verl's own: total_epochs x steps "
+        None, ge=0, le=INT64_MAX, description="Stop after this many steps. Empty = verl's own: total_epochs x steps "
         "per epoch (train rows // train_batch_size, the dataloader drops the last partial batch); the plan's time "
-        "and cost use the same count.")
+        "and cost use the same count. 0 only with training.val_only.")
     total_epochs: int = Field(1, ge=1, le=1 << 20, description="Epochs over the train set.")
     save_freq: int = Field(
         1, ge=-1, le=INT64_MAX, description="Checkpoint every N steps (-1 = never; a last-step checkpoint is written when > 0).")
@@ -225,7 +245,23 @@ class TrainingSettings(Strict):
     save_contents: list[Literal["model", "optimizer", "extra", "hf_model"]] = Field(
         default_factory=lambda: ["model", "optimizer", "extra", "hf_model"],
         description="Checkpoint contents. model+optimizer+extra make a resume restore optimizer and dataloader state.")
-    max_actor_ckpt_to_keep: int | None = Field(None, ge=1, le=1 << 20, description="Keep only the newest N actor checkpoints.")
+    max_actor_ckpt_to_keep: int | None = Field(
+        None, ge=1, le=1 << 20, description="verl trainer.max_actor_ckpt_to_keep: keep only the newest N global_step_* "
+        "folders of this run (verl deletes older ones as it saves). Empty = keep every one (each is a full copy of "
+        "the model and optimizer in the bucket).")
+    resume_from: ObjectPrefix | None = Field(
+        None, description="Start from a checkpoint: the key prefix of any run's `global_step_N/` folder under "
+        "storage.checkpoints_prefix (e.g. checkpoints/<project>/<other-experiment>/global_step_40/): verl's "
+        "trainer.resume_mode: resume_path with trainer.resume_from_path on the checkpoint volume, so a new "
+        "experiment branches from another's weights, optimizer and step. Once this run has a checkpoint of its own, "
+        "a rerun or a retry continues from its newest one instead (the entrypoint switches to resume_mode auto). "
+        "Empty = resume_mode auto: a rerun with the same project and experiment names continues the newest "
+        "checkpoint under them.")
+    val_only: bool = Field(
+        False, description="Evaluate and stop: verl validates the starting model (model.*, or training.resume_from's "
+        "checkpoint, or this experiment's newest) on the val set once and exits, with no training step and no "
+        "checkpoint (trainer.val_only, which verl reads only with val_before_train, so both are set). "
+        "total_training_steps may then be 0.")
 
     preflight: PreflightSettings = Field(
         default_factory=PreflightSettings, description="The fabric preflight before verl starts.")
@@ -272,22 +308,7 @@ class TrainingSettings(Strict):
 
     @model_validator(mode="after")
     def _recipe(self) -> "TrainingSettings":
-        # DAPO trains without KL (docs/algo/dapo.md: use_kl_loss and use_kl_in_reward off); a stack that sets either
-        # keeps its value.
-        if self.recipe == "dapo":
-            for name in ("use_kl_loss", "use_kl_in_reward"):
-                if name not in self.model_fields_set:
-                    self.__dict__[name] = False
-            d = self.dapo
-            if d.reward_manager == "dapo" and d.overlong_buffer and dapo_overlong_len(self) >= self.max_response_length:
-                raise ValueError(
-                    f"training.dapo.overlong_buffer_len {dapo_overlong_len(self)} must be below max_response_length "
-                    f"{self.max_response_length} (verl's dapo reward manager asserts max_resp_len >= len, and a buffer "
-                    "as long as the response penalises every token); lower it or leave it empty for a fifth")
-            if d.gen_batch_size is not None and d.gen_batch_size < self.train_batch_size:
-                raise ValueError(f"training.dapo.gen_batch_size {d.gen_batch_size} is below train_batch_size "
-                                 f"{self.train_batch_size}: a round could never fill a batch; use at least "
-                                 f"{self.train_batch_size} (DAPO's recipe uses 3x)")
+        apply_recipe(self)  # components/config/recipes.py: DAPO's defaults and rules
         return self
 
     @model_validator(mode="after")
@@ -312,6 +333,17 @@ class TrainingSettings(Strict):
                 f"max_tool_response_chars {self.max_tool_response_chars} (about {self.max_tool_response_chars // 4} "
                 f"tokens) may be at most 2 x max_response_length ({2 * self.max_response_length}): one tool reply "
                 "would take over half the response budget; lower it or raise max_response_length")
+        return self
+
+    @model_validator(mode="after")
+    def _run_shape(self) -> "TrainingSettings":
+        if self.total_training_steps == 0 and not self.val_only:
+            raise ValueError("total_training_steps 0 trains nothing; set training.val_only: true to only evaluate, or "
+                             "at least 1 step")
+        if self.resume_from is not None and not re.fullmatch(r".*/global_step_[0-9]+/", self.resume_from):
+            raise ValueError(f"resume_from {self.resume_from!r} must name one checkpoint folder, ending in "
+                             "global_step_<N>/ (verl's resume_path reads the step from the name), e.g. "
+                             "checkpoints/<project>/<experiment>/global_step_40/")
         return self
 
     @field_validator("save_contents")
@@ -354,7 +386,12 @@ class JobSettings(Strict):
         "volume mounts, a slow first probe).")
     ttl_seconds_after_finished: int = Field(
         300, ge=0, le=2**31 - 1, description="Seconds the finished Ray cluster stays for log inspection before it is deleted.")
-    backoff_limit: int = Field(0, ge=0, le=100, description="RayJob retries; each creates a new Ray cluster (GPU time).")
+    backoff_limit: int | None = Field(
+        None, ge=0, le=100, description="RayJob retries (KubeRay backoffLimit): each creates a new Ray cluster and "
+        "verl continues from the run's newest checkpoint (resume_mode auto), so a lost node costs one restart, not "
+        "the run. Empty = 1 for a multi-node training run that checkpoints before its last step (a node lost in a "
+        "long run is the case; verl itself fails on one), else 0; 0 turns retries off. The plan prices the worst "
+        "case (every retry's wait to its first step again).")
     node_gate: bool = Field(
         True, description="Before the RayJob is created, a Job waits until the GPU pool's nodes are Ready with the "
         "allocatable the job requests (nvidia.com/gpu, rdma/hca with RDMA) and fails `pulumi up` otherwise, naming "

@@ -225,6 +225,11 @@ BucketName = Annotated[str, _text(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", "a valid O
                                   also=lambda v: "use single hyphens ('--' is refused)" if "--" in v else None)]
 KeyPrefix = Annotated[str, _text(r"([a-z0-9][a-z0-9._-]{0,99}/){1,8}", "an object key prefix",
                                  "use one like 'checkpoints/' (lowercase, ends with '/', no leading '/')")]
+# A prefix of any object the program's own names may produce (project and experiment names and the staged model
+# folders keep their capitals), e.g. a run's global_step_N/ folder or a model directory.
+ObjectPrefix = Annotated[str, _text(r"([A-Za-z0-9][A-Za-z0-9._-]{0,99}/){1,16}", "a bucket key prefix",
+                                    "use one like 'checkpoints/<project>/<experiment>/global_step_40/' (ends with "
+                                    "'/', no leading '/'; letters, digits, '.', '_' or '-' in each folder name)")]
 CloudId = Annotated[str, _text(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}", "a cloud resource id",
                                "it must not be empty or hold spaces: copy the id from the console (letters, "
                                "digits, '_', '.', ':' or '-')")]

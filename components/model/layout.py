@@ -504,7 +504,7 @@ def check_layout(s: Settings) -> list[Finding]:
     if "mlflow" in t.logger and not s.tracking.enabled:
         warn("training.logger", "mlflow logging without tracking.enabled writes to the Ray head pod and is lost "
                                 "when the job ends; enable tracking")
-    if t.val_before_train and t.total_training_steps is not None and t.total_training_steps <= 2:
+    if t.val_before_train and not t.val_only and t.total_training_steps is not None and t.total_training_steps <= 2:
         warn("training.val_before_train", "a smoke run with val_before_train spends most of its time validating")
 
     # Memory fit.

@@ -73,6 +73,11 @@ def cache_entries(s: Settings, provider: Optional[pulumi.ProviderResource]) -> d
     out = {}
     for what in staged_inputs(s):
         prefix = staged_prefix(s, what)
+        if what == "model" and s.model.source == "oss":
+            # The user's own model in the bucket: nothing to stage (the preview checked the prefix holds a model
+            # where it can: components/cloud/account_checks.py model_prefix_problems).
+            out[what] = CacheEntry(what, prefix, prefix, True)
+            continue
         marker = completion_marker(prefix)
         done = None
         # Not listed under a destroy (guards.destroying): what the bucket holds now changes nothing that is deleted.

@@ -43,6 +43,7 @@ from components.config.task import resolve_task_path
 from components.model import preset_of
 from components.wiring import (
     PRESET_CONVERTERS,
+    REPLACE_UNREADY,
     RERUN_FAILED_JOB,
     ClusterRefs,
     StorageRefs,
@@ -250,7 +251,8 @@ def _job(s: Settings, code: PipelineCode, *, component: str, module: str, lock: 
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "", "namespace": s.job.namespace, "labels": dict(labels)},
+        "metadata": {"name": "", "namespace": s.job.namespace, "labels": dict(labels),
+                     "annotations": dict(REPLACE_UNREADY)},  # a failed Job runs again on the next `up`
         "spec": spec,
     }
 
@@ -449,7 +451,7 @@ class DataJobs(pulumi.ComponentResource):
         own_files = not dataset_job_needed(s)
         self.dataset_job: Optional[k8s.batch.v1.Job] = None if own_files or "dataset" in staged else k8s.batch.v1.Job(
             f"{name}-dataset", **resource_kwargs(dataset_job_manifest(s, code, args.storage, sa, tokens)),
-            opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # a failed Job runs again next `up`
+            opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))  # name fixed for its spec: delete first
         self.model_job: Optional[k8s.batch.v1.Job] = None if "model" in staged else k8s.batch.v1.Job(
             f"{name}-model", **resource_kwargs(model_job_manifest(s, code, args.storage, sa, tokens)),
             opts=child(needs, custom_timeouts=wait, **RERUN_FAILED_JOB))

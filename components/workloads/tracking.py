@@ -32,12 +32,13 @@ from components.wiring import (
     ClusterRefs,
     StorageRefs,
     WorkloadIdentity,
+    ray_namespace,
     resource_kwargs,
     restricted_container_security,
     system_scheduling,
     tracking_uri,
 )
-from components.workloads.network_policies import mlflow_network_policy_manifest
+from components.workloads.network_policies import RAY_DASHBOARD_PORT, mlflow_network_policy_manifest
 from components.workloads.training.volumes import OSSFS_READ_WRITE_OPTS, OssVolume, persistent_volume, persistent_volume_claim
 
 BACKEND_DIR = "/mlflow/backend"
@@ -46,7 +47,10 @@ BACKEND_PVC = "mlflow-backend"
 NOBODY = 65534
 LABELS = {"app.kubernetes.io/name": MLFLOW_SERVICE, "app.kubernetes.io/component": "tracking",
           "app.kubernetes.io/part-of": "verl-ack"}
-RAY_DASHBOARD_PORT = 8265
+# KubeRay's token Secret: named after the RayCluster, token under `auth_token`; the Ray CLI and SDK read the mode and
+# the token from RAY_AUTH_MODE and RAY_AUTH_TOKEN (components/workloads/training/rayjob.py, AUTH_*).
+RAY_AUTH_TOKEN_KEY = "auth_token"
+RAY_CLUSTER_LABEL = "ray.io/cluster"  # utils/constant.go RayClusterLabelKey, on the Secret KubeRay creates
 
 
 def artifacts_volume(s: Settings) -> OssVolume:
@@ -192,16 +196,30 @@ def service_manifest(s: Settings) -> dict:
     }
 
 
+def ray_token_command(s: Settings) -> str:
+    """The shell line that puts the Ray job's token into the environment the Ray CLI and SDK read (RAY_AUTH_MODE,
+    RAY_AUTH_TOKEN). KubeRay keeps the token in a Secret labelled `ray.io/cluster: <RayCluster>` (its name is the
+    RayCluster's, shortened past 50 characters: utils.CheckName), and the RayCluster's name has a random suffix: it is
+    the RayJob's `status.rayClusterName`. The token stays in the Secret, the cluster and this shell."""
+    k = f"kubectl --kubeconfig kubeconfig -n {shlex.quote(ray_namespace(s))}"
+    cluster = f"$({k} get rayjob {shlex.quote(s.job.name)} -o jsonpath='{{.status.rayClusterName}}')"
+    return (f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=\"$({k} get secret -l {RAY_CLUSTER_LABEL}={cluster} "
+            f"-o jsonpath='{{.items[0].data.{RAY_AUTH_TOKEN_KEY}}}' | base64 -d)\"")
+
+
 def port_forward_commands(s: Settings) -> dict[str, str]:
-    """kubectl commands for the two UIs that are deliberately not exposed. KubeRay gives a RayJob's head a
-    stable Service `<rayjob name>-head-svc` (utils.GenerateHeadServiceName for RayJobCRD), which follows the
-    job across retries, unlike the generated RayCluster name."""
-    ns = shlex.quote(s.job.namespace)
+    """kubectl commands for the two UIs that are deliberately not exposed, and the Ray job's token they need. KubeRay
+    gives a RayJob's head a stable Service `<rayjob name>-head-svc` (utils.GenerateHeadServiceName for RayJobCRD) in
+    the Ray pods' namespace, which follows the job across retries, unlike the generated RayCluster name. The Ray
+    dashboard and job API ask for the token (RayJob authOptions.mode token): `ray_auth_env` exports it, then
+    `ray job list --address http://localhost:8265` (or the dashboard's token prompt) works through the forward."""
     head_svc = shlex.quote(f"svc/{s.job.name}-head-svc")
     out = {"ray_dashboard_port_forward":
-           f"kubectl --kubeconfig kubeconfig -n {ns} port-forward {head_svc} "
-           f"{RAY_DASHBOARD_PORT}:{RAY_DASHBOARD_PORT}"}
+           f"kubectl --kubeconfig kubeconfig -n {shlex.quote(ray_namespace(s))} port-forward {head_svc} "
+           f"{RAY_DASHBOARD_PORT}:{RAY_DASHBOARD_PORT}",
+           "ray_auth_env": ray_token_command(s)}
     if s.tracking.enabled:
+        ns = shlex.quote(s.job.namespace)
         out["mlflow_port_forward"] = (f"kubectl --kubeconfig kubeconfig -n {ns} port-forward svc/{MLFLOW_SERVICE} "
                                       f"{MLFLOW_PORT}:{MLFLOW_PORT}")
     return out

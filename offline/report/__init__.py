@@ -17,6 +17,7 @@ from offline.report.cloud import cloud_section
 from offline.report.cost import cost_section
 from offline.report.latency import latency_section
 from offline.report.layout import layout_section
+from offline.report.runs import runs_section
 from offline.report.section import Section
 from offline.report.security import security_section
 from offline.report.sharing import sharing_section
@@ -27,6 +28,7 @@ from offline.report.workloads import data_section, sandbox_section
 
 BUILDERS: list[Callable[[Settings, Any], Section]] = [layout_section, cloud_section, latency_section, cost_section,
                                                       sandbox_section, data_section, task_section, training_section,
+                                                      runs_section,
                                                       security_section, sharing_section, checklist_section,
                                                       teardown_section]
 

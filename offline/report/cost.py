@@ -5,10 +5,10 @@ overrides them; never a quote). Durations come from a `Timeline` (offline/report
 graph's critical path in the plan, the nominal reference chain in the stack output), the number of steps
 (`total_training_steps`, or epochs x rows // train_batch_size as verl's drop_last dataloader counts) times
 `cost.seconds_per_step`, validation passes, and the RayJob's TTL. What the stack bills for follows from the
-settings: the ACK Pro fee for a new cluster, NAT + EIP for a new VPC, the ALB for a sandbox domain, both node
-pools, their disks, the tracking disk and the OSS data. Lingjun nodes bill while they exist; the ECS GPU pool
-bills from its nodes' start (the pool's creation, or the autoscaler's scale-up when `min_nodes` < `nodes`)
-until the autoscaler removes idle nodes (down to `min_nodes`).
+settings: the ACK Pro fee for a new cluster, NAT + EIP for a new VPC, the ALB for a sandbox domain, the node
+pools (system, GPU, and the sandboxes' own pool), their disks, the tracking disk and the OSS data. Lingjun nodes
+bill while they exist; the ECS GPU pool bills from its nodes' start (the pool's creation, or the autoscaler's
+scale-up when `min_nodes` < `nodes`) until the autoscaler removes idle nodes (down to `min_nodes`).
 """
 
 from __future__ import annotations
@@ -128,6 +128,8 @@ class CostEstimate:
 
 def training_steps(s: Settings) -> int:
     t = s.training
+    if t.val_only:
+        return 0  # verl validates once and returns before its first step (trainer/ppo/v1/trainer_base.py fit)
     if t.total_training_steps is not None:
         return t.total_training_steps
     rows = train_rows(s)
@@ -137,7 +139,7 @@ def training_steps(s: Settings) -> int:
 def validation_passes(s: Settings, steps: int) -> int:
     """verl validates before training (val_before_train), every test_freq steps and at the last step."""
     t = s.training
-    return int(t.val_before_train) + (math.ceil(steps / t.test_freq) if t.test_freq > 0 else 0)
+    return int(t.val_before_train or t.val_only) + (math.ceil(steps / t.test_freq) if t.test_freq > 0 else 0)
 
 
 def checkpoints_kept(s: Settings, steps: int) -> int:
@@ -249,14 +251,22 @@ def estimate_cost(s: Settings, timeline: Timeline, queue_done_minutes: Optional[
 
 
 def _bill_shared_services(s: Settings, H: float, sys_hours: float, month: float, bill, assumptions: list[str]) -> None:
-    """The lines of what a single or platform stack owns besides the GPU pool: the system pool, the cluster's
-    fee, the new VPC's NAT, the sandbox ALB and the MLflow disk."""
+    """The lines of what a single or platform stack owns besides the GPU pool: the system pool, the sandbox pool,
+    the cluster's fee, the new VPC's NAT, the sandbox ALB and the MLflow disk."""
     c, sp = s.cost, s.system_pool
     sys_type = sp.instance_types[0]
     bill("system_nodes", f"system pool ({sp.nodes} x {sys_type})", "node-hour", sys_type, sys_hours, sp.nodes)
     bill("system_disks", f"system pool disks ({sp.nodes} x {sp.system_disk_gib} GiB)", "GiB-month", "disk_gib_month",
          sp.system_disk_gib * sys_hours * month, sp.nodes * sp.system_disk_gib * month)
     assumptions.append(f"system pool priced as its first instance type {sys_type}")
+    dp = s.sandbox.dedicated_pool if s.sandbox.enabled else None
+    if dp is not None:
+        # The sandboxes' own tainted pool bills like the system pool: fixed size, pay-as-you-go, while the stack is up.
+        sb_type, sb_hours = dp.instance_types[0], dp.nodes * H
+        bill("sandbox_nodes", f"sandbox pool ({dp.nodes} x {sb_type})", "node-hour", sb_type, sb_hours, dp.nodes)
+        bill("sandbox_disks", f"sandbox pool disks ({dp.nodes} x {dp.system_disk_gib} GiB)", "GiB-month",
+             "disk_gib_month", dp.system_disk_gib * sb_hours * month, dp.nodes * dp.system_disk_gib * month)
+        assumptions.append(f"sandbox pool (sandbox.dedicated_pool) priced as its first instance type {sb_type}")
     if s.cluster.mode == "new":
         spec = s.cluster.cluster_spec
         bill("ack_fee", f"ACK Pro management fee ({spec})", "hour", spec, H, 1)

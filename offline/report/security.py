@@ -105,11 +105,13 @@ def exposure(s: Settings, recording) -> list[tuple[str, str]]:
     if sb.enabled:
         rows.append(("MCP (sandbox manager)", f"ClusterIP `{sb.service_name}.{sb.namespace}`: in-cluster only"))
     if s.tracking.enabled:
-        rows.append(("MLflow", f"ClusterIP `mlflow.{s.job.namespace}`: Ray pods only (NetworkPolicy); "
-                               "kubectl port-forward for people"))
+        rows.append(("MLflow", f"ClusterIP `mlflow.{s.job.namespace}`: Ray pods of namespaces labelled "
+                               "`verl-ack/tracking-client` only (NetworkPolicy); kubectl port-forward for people"))
     rows.append(("Ray dashboard / job API / GCS / client", f"ClusterIP head Service in `{ray_namespace(s)}`: the "
                                                            "job's Ray pods, its submitter and the KubeRay operator "
-                                                           "only (NetworkPolicy); kubectl port-forward for people"))
+                                                           "only (NetworkPolicy), with KubeRay's token "
+                                                           "(authOptions.mode token); kubectl port-forward and the "
+                                                           "`ray_auth_env` output for people"))
     return rows
 
 
@@ -131,6 +133,8 @@ def sandbox_isolation(s: Settings, recording) -> list[tuple[str, str]]:
                    f"verl-ack/sandbox" + (f", runtime {sb.dedicated_pool.runtime_name}"
                                           if sb.dedicated_pool.runtime_name else ""))
          if sb.dedicated_pool else "the system pool (shared with the controllers, MLflow and the data jobs)"),
+        ("disk", f"ephemeral-storage {sb.ephemeral_storage} per sandbox, envd emptyDir sizeLimit "
+                 f"{sb.envd_volume_size}: a sandbox that writes more is evicted alone"),
         ("egress", "DNS and the internet except cluster/VPC/private ranges and 100.100.100.200"
                    if sb.allow_internet else "DNS only"),
         ("ingress", "the sandbox manager only"),

@@ -22,8 +22,10 @@ def data_section(s: Settings, recording):
     rows = [
         ("dataset objects", ", ".join(f"`{k}`" for k in files.written)),
         ("trainer reads", f"`{files.train}`, `{files.test}`"),
-        ("model prefix", f"`{model_path(s)}` ({preset_of(s).hf_id} from {s.model.source}; scratch disk "
-                         f"{scratch_disk_gib(s)} GiB)"),
+        ("model prefix", f"`{model_path(s)}` (the bucket's own model, model.source oss: no staging Job; the "
+                         f"architecture of {preset_of(s).hf_id or preset_of(s).dir_name})" if s.model.source == "oss"
+         else f"`{model_path(s)}` ({preset_of(s).hf_id} from {s.model.source}; scratch disk "
+              f"{scratch_disk_gib(s)} GiB)"),
         ("data Jobs", ", ".join(f"`{j}`" for j in jobs if j) or "none"),
         ("pip pins", ", ".join(f"{k}=={v}" for k, v in sorted(s.versions.pipeline_packages.items()))),
         ("MLflow", f"`{uri}`" if s.tracking.enabled else "disabled"),

@@ -324,3 +324,175 @@ def test_run_status_is_killed_for_a_stop_else_the_exit_code_decides():
     assert [entry.run_status(rc, False) for rc in (0, 1, 2, -9, 137)] == ["FINISHED"] + ["FAILED"] * 4
     assert {entry.run_status(rc, True) for rc in (0, 1, -15)} == {"KILLED"}
     assert [entry.exit_code(rc) for rc in (0, 2, -9, -15)] == [0, 2, 137, 143]
+
+
+# --------------------------------------------------------------------------------------------- a stop at any point
+CHILD_THAT_RECORDS_TERM = '''
+import os, signal, sys, time
+def on_term(signum, frame):
+    open(os.environ["CHILD_TERMED"], "w").write("yes")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, on_term)
+open(os.environ["CHILD_READY"], "w").write("yes")
+while True:
+    time.sleep(0.05)
+'''
+
+
+@pytest.mark.parametrize("point", ["before the child starts", "inside Popen, the child not yet known",
+                                   "right after Popen returns", "while the child runs"])
+def test_a_sigterm_at_any_point_of_the_start_reaches_verl_or_keeps_it_from_starting(tmp_path, monkeypatch, point):
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    script = tmp_path / "verl.py"
+    script.write_text(CHILD_THAT_RECORDS_TERM)
+    ready, termed = tmp_path / "ready", tmp_path / "termed"
+    env = {**os.environ, "CHILD_READY": str(ready), "CHILD_TERMED": str(termed)}
+    sup = entry.Supervisor([sys.executable, str(script)], env, grace=30)
+    real_popen = subprocess.Popen
+
+    def popen(*a, **k):
+        if point == "before the child starts":
+            os.kill(os.getpid(), signal.SIGTERM)  # lands after run()'s stopped check, before the child exists
+        child = real_popen(*a, **k)
+        wait_for(ready)  # the child has its handler: what verl's SIGTERM handling looks like once it runs
+        if point == "inside Popen, the child not yet known":
+            os.kill(os.getpid(), signal.SIGTERM)
+        return child
+
+    monkeypatch.setattr(entry.subprocess, "Popen", popen)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        sup.listen()
+        if point == "right after Popen returns":
+            original = entry.Supervisor._forward
+            calls = {"n": 0}
+
+            def forward_then_stop(self):
+                calls["n"] += 1
+                if calls["n"] == 1 and self.child is not None:
+                    os.kill(os.getpid(), signal.SIGTERM)  # the first poll after the child is known
+                return original(self)
+            monkeypatch.setattr(entry.Supervisor, "_forward", forward_then_stop)
+        if point == "while the child runs":
+            import threading
+            threading.Timer(0.5, lambda: (wait_for(ready), os.kill(os.getpid(), signal.SIGTERM))).start()
+        rc = sup.run()
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    assert sup.stopped_by == signal.SIGTERM
+    # Passed on as SIGTERM (the child's handler ran and it exited 143), never SIGKILLed after the grace (137).
+    assert rc == 143 and termed.read_text() == "yes"
+
+
+def test_a_stop_before_the_child_would_start_ends_the_job_without_starting_it(tmp_path):
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    sup = entry.Supervisor([sys.executable, "-c", "raise SystemExit('started')"], dict(os.environ))
+    sup.stopped_by = signal.SIGTERM
+    assert entry.exit_code(sup.run()) == 143 and sup.child is None
+
+
+# --------------------------------------------------------------------------------------------- the Ray nodes
+def _node(ip: str, gpus: float, alive: bool = True) -> dict:
+    return {"Alive": alive, "NodeID": ip, "NodeManagerAddress": ip, "Resources": {"GPU": gpus, "CPU": 8}}
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def test_a_worker_that_joins_after_the_head_is_waited_for_not_failed():
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    clock = Clock()
+    # The head is up at once; the worker appears after 60 s, first without its GPUs, then with them.
+    timeline = [(0, [_node("10.0.0.1", 8)]), (60, [_node("10.0.0.1", 8), _node("10.0.0.2", 0)]),
+                (70, [_node("10.0.0.1", 8), _node("10.0.0.2", 8)])]
+
+    def nodes():
+        return [n for t, ns in timeline if clock.t >= t for n in [ns]][-1]
+
+    assert entry.wait_for_nodes(nodes, 2, 8, "gpu", 600, sleep=clock.sleep, clock=clock) == []
+    assert 70 <= clock.t < 80
+
+
+def test_a_worker_that_never_joins_fails_the_job_at_the_deadline_naming_its_group():
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    clock = Clock()
+    problems = entry.wait_for_nodes(lambda: [_node("10.0.0.1", 8), _node("10.0.0.9", 8, alive=False)], 2, 8, "gpu",
+                                    300, sleep=clock.sleep, clock=clock)
+    assert clock.t >= 300
+    assert problems == ["1 of 2 Ray node(s) not joined (joined: 10.0.0.1): the worker pod(s) of group gpu "
+                        "(`kubectl get pods -l ray.io/group=gpu`)"]
+    short = entry.node_problems([_node("10.0.0.1", 8), _node("10.0.0.2", 4)], 2, 8, "gpu")
+    assert short == ["node 10.0.0.2 has 4 of 8 GPUs in Ray (its GPU plugin or `num-gpus`)"]
+
+
+def test_a_stop_during_the_node_wait_ends_it_at_once():
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    clock = Clock()
+    assert entry.wait_for_nodes(lambda: [_node("10.0.0.1", 8)], 2, 8, "gpu", 600, stopped=lambda: True,
+                                sleep=clock.sleep, clock=clock)
+    assert clock.t == 0
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_on_a_late_worker_the_entrypoint_starts_the_preflight_only_once_every_node_has_its_gpus(
+        tmp_path, monkeypatch, prefetch):
+    """The whole entrypoint, with a Ray whose worker joins 3 polls after the head: the child (the prefetch's wait
+    or the preflight, then verl) starts only when both nodes are alive with 8 GPUs each."""
+    from components.model.layout import resolve_layout
+    from components.workloads.training.verl_config import entrypoint_words
+
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    s = settings_for("multinode", {"job": {"model_prefetch": prefetch, "model_prefetch_gib": 8 if prefetch else None}})
+    words = entrypoint_words(s, resolve_layout(s))
+    argv = words[2:words.index("--")]
+    assert "--nodes=2" in argv and "--gpus-per-node=8" in argv
+    assert ("verl_ack_model_prefetch" in words) == prefetch and "verl_ack_preflight" in " ".join(words)
+    polls = {"n": 0}
+    seen_at_start: list[int] = []
+
+    def nodes():
+        polls["n"] += 1
+        return [_node("10.0.0.1", 8)] + ([_node("10.0.0.2", 8)] if polls["n"] > 3 else [])
+
+    ray = types.SimpleNamespace(init=lambda **_: None, shutdown=lambda: None, nodes=nodes)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setattr(entry, "NODE_POLL_SECONDS", 0.01)
+
+    def run(self):
+        seen_at_start.append(polls["n"])
+        return 0
+    monkeypatch.setattr(entry.Supervisor, "run", run)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    saved = {s_: signal.getsignal(s_) for s_ in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        rc = entry.main([*[a for a in argv if not a.startswith("--tool-config")], f"--pid-file={tmp_path / 'pid'}",
+                         "--", "true"])
+    finally:
+        for s_, h in saved.items():
+            signal.signal(s_, h)
+    assert rc == 0 and seen_at_start == [4]
+
+
+def test_a_branched_run_continues_from_its_own_newest_checkpoint_once_it_has_one(tmp_path):
+    entry = __import__("importlib").import_module("agent_tools.verl_ack_entrypoint")
+    own = tmp_path / "ckpt" / "p" / "e"
+    command = ["python3", "-m", "verl.trainer.main_ppo", "trainer.resume_mode=resume_path",
+               "trainer.resume_from_path=/mnt/oss/checkpoints/p/other/global_step_40", f"trainer.default_local_dir={own}"]
+    # The first attempt: nothing of its own yet, so it starts from the branch point.
+    assert entry.continuing_own_checkpoint(command) == (command, None)
+    own.mkdir(parents=True)
+    (own / entry.CHECKPOINT_TRACKER).write_text("20")
+    # A retry (or rerun) after its own step 20: verl's auto mode reads that tracker.
+    continued, where = entry.continuing_own_checkpoint(command)
+    assert where == str(own) and "trainer.resume_mode=auto" in continued and entry.RESUME_PATH not in continued
+    plain = [w for w in command if "resume" not in w]
+    assert entry.continuing_own_checkpoint(plain) == (plain, None)

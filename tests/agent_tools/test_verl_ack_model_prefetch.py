@@ -184,3 +184,135 @@ def test_on_several_nodes_one_zero_cpu_task_pinned_to_each_node_reads_that_nodes
     assert calls == [{"node": "n1", "soft": False}, {"node": "n2", "soft": False}]
     assert states == {"10.0.0.1": ("failed", "no room"), "10.0.0.2": ("failed", "no room")}
     assert mp.wait_ray(str(dest), 3, 0.01) == {"ray": ("failed", "2 of 3 Ray nodes joined within 0.01 s")}
+
+
+# --------------------------------------------------------------------------------------------- a copier killed
+def _half_state(source: Path, dest: Path, step: str) -> None:
+    """What a copier killed at `step` leaves behind in the pod's directory."""
+    partial = Path(f"{dest}.partial")
+    keys = sorted(FILES)
+    if step == "copying":  # the first file half-written
+        (partial / keys[0]).parent.mkdir(parents=True, exist_ok=True)
+        (partial / keys[0]).write_bytes(FILES[keys[0]][:1])
+        return
+    target = dest if step in ("renamed", "writing its marker") else partial
+    for key in keys:
+        (target / key).parent.mkdir(parents=True, exist_ok=True)
+        (target / key).write_bytes((source / key).read_bytes())
+    if step == "writing its marker":
+        Path(f"{dest}.complete.tmp4242").write_text('{"files": [')
+
+
+STEPS = ["copying", "copied, not renamed", "renamed", "writing its marker"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_copier_restarted_after_a_kill_at_any_step_ends_in_a_usable_copy(tmp_path, step):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "M" / "key0"
+    _half_state(source, dest, step)
+    run = subprocess.run([sys.executable, str(PROGRAM), "copy", f"--source={source}", f"--dest={dest}", "--exit"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "FAILED" not in run.stderr, run.stderr
+    assert mp.local_state(str(dest))[0] == "complete"
+    for key, data in FILES.items():
+        assert (dest / key).read_bytes() == data
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["key0", "key0.complete"]  # no half state left
+    assert _wait(source, dest, tmp_path).stdout.splitlines()[-1] == f"actor_rollout_ref.model.path={dest}"
+
+
+def test_a_copy_renamed_but_damaged_before_its_marker_is_copied_again_not_trusted(tmp_path):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    _half_state(source, dest, "renamed")
+    (dest / "config.json").write_bytes(b"")
+    mp.copy_model(str(source), str(dest), log=lambda _: None)
+    assert (dest / "config.json").read_bytes() == FILES["config.json"]
+    assert mp.local_state(str(dest))[0] == "complete"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_copier_killed_at_any_step_and_never_restarted_sends_verl_to_the_oss_volume(tmp_path, step):
+    """The SidecarMode head never restarts a container: the copier's PID 1 outlives the killed copy (an OOM kill
+    is SIGKILL) and reports it, so the wait step falls back at once instead of the job failing."""
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    args = mp.parse(["copy", f"--source={source}", f"--dest={dest}", "--exit"])[0]
+    killed = [sys.executable, "-c", "import os, signal, sys\n"
+              "os.kill(os.getpid(), signal.SIGKILL)"]
+    _half_state(source, dest, step)
+    saved = signal.getsignal(signal.SIGTERM)
+    try:
+        mp.supervise_copy(args, killed)
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+    state, detail = mp.local_state(str(dest))
+    assert state == "failed" and "SIGKILL" in detail
+    run = _wait(source, dest, tmp_path)
+    assert run.returncode == 0 and run.stdout.splitlines()[-1] == f"actor_rollout_ref.model.path={source}"
+
+
+def test_a_failure_marker_that_cannot_be_written_still_leaves_the_copier_up(tmp_path, monkeypatch):
+    def refuse(*_a, **_k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(mp, "_write_atomic", refuse)
+    mp.report_failed(str(tmp_path / "copy" / "key0"), "/src", "boom")  # never raises
+    args = mp.parse(["copy", f"--source={tmp_path / 'none'}", f"--dest={tmp_path / 'copy' / 'key0'}", "--exit"])[0]
+    args.child = True
+    assert mp.run_copy(args) == 1  # the child reports and ends; its parent stays up (above)
+
+
+def test_the_copy_runs_as_the_oom_killers_first_choice_under_a_parent_that_stays(tmp_path):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    args = mp.parse(["copy", f"--source={source}", f"--dest={dest}", "--max-gib=1"])[0]
+    words = mp.child_words(args)
+    assert words[2:] == ["copy", f"--source={source}", f"--dest={dest}", "--child", "--max-gib=1.0"]
+    probe = [sys.executable, "-c", "import os; print(open('/proc/self/oom_score_adj').read().strip())"]
+    out = subprocess.run([sys.executable, "-c", (
+        "import sys, subprocess, time; sys.path.insert(0, sys.argv[1]); import verl_ack_model_prefetch as m\n"
+        "a = m.parse(['copy', '--source=/x', '--dest=' + sys.argv[2], '--exit'])[0]\n"
+        "m.supervise_copy(a, sys.argv[3:])"), str(PROGRAM.parent), str(dest), *probe],
+        capture_output=True, text=True, timeout=60)
+    if sys.platform.startswith("linux"):
+        # Written right after the child starts; the probe may read before the write lands, so either is the child.
+        assert out.stdout.strip() in {"1000", "0"}, out.stderr
+
+
+def test_a_wait_step_that_cannot_check_the_copies_sends_verl_to_the_oss_volume(monkeypatch, tmp_path):
+    source, dest = staged(tmp_path), tmp_path / "copy" / "key0"
+    args = mp.parse(["wait", f"--source={source}", f"--dest={dest}", "--nodes=2", "--", "verl",
+                     f"actor_rollout_ref.model.path={dest}"])
+    execs: list[list[str]] = []
+
+    def broken(*_a):
+        raise ConnectionError("the Ray GCS is not reachable")
+    monkeypatch.setattr(mp, "wait_ray", broken)
+    monkeypatch.setattr(mp.os, "execvp", lambda _f, words: execs.append(words))
+    mp.run_wait(*args)
+    assert execs == [["verl", f"actor_rollout_ref.model.path={source}"]]
+
+
+def test_on_several_nodes_a_worker_that_joins_after_the_head_is_waited_for(monkeypatch, tmp_path):
+    dest = tmp_path / "copy" / "key0"
+    mp.copy_model(str(staged(tmp_path)), str(dest), log=lambda _: None)
+    polls = {"n": 0}
+
+    def nodes():
+        polls["n"] += 1
+        head = {"Alive": True, "NodeID": "n1", "NodeManagerAddress": "10.0.0.1"}
+        return [head] + ([{"Alive": True, "NodeID": "n2", "NodeManagerAddress": "10.0.0.2"}] if polls["n"] > 2 else [])
+
+    class Task:
+        def options(self, scheduling_strategy):
+            return self
+
+        def remote(self, *a):
+            return mp.wait_local(*a)
+
+    ray = types.SimpleNamespace(init=lambda **_: None, shutdown=lambda: None, nodes=nodes,
+                                remote=lambda **_: (lambda fn: Task()), get=lambda r: r)
+    strategies = types.SimpleNamespace(NodeAffinitySchedulingStrategy=lambda node_id, soft: None)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.util", types.SimpleNamespace(scheduling_strategies=strategies))
+    monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
+    monkeypatch.setattr(mp, "POLL_SECONDS", 0.01)
+    states = mp.wait_ray(str(dest), 2, 30)
+    assert polls["n"] == 3 and {ip: s for ip, (s, _) in states.items()} == {"10.0.0.1": "complete",
+                                                                           "10.0.0.2": "complete"}

@@ -200,3 +200,41 @@ def test_a_changed_reward_file_changes_the_jobs_config_hash_and_the_plan_names_i
             assert files[TASK_REWARD_FILE] == reward
             hashes.append((config_sha256(files), prove_task(s).reward_sha256))
     assert hashes[0][0] != hashes[1][0] and hashes[0][1] != hashes[1][1]
+
+
+TOOL = '''
+from verl.tools.base_tool import BaseTool
+
+
+class LookupTool(BaseTool):
+    """A researcher's own tool: verl's registry builds it with (config, tool_schema)."""
+
+    def __init__(self, config, tool_schema):
+        super().__init__(config, tool_schema)
+        self.table = dict(config.get("table") or {})
+'''
+TOOL_SCHEMA = {"type": "function", "function": {"name": "lookup", "description": "Look a word up.", "parameters": {
+    "type": "object", "properties": {"word": {"type": "string", "description": "the word"}}, "required": ["word"]}}}
+
+
+def test_an_own_tool_is_built_as_verls_registry_builds_it_and_named_in_the_plan(tmp_path, capsys):
+    path = own_stack(tmp_path, task={"tools": [{"file": "tasks/own/tool.py", "class": "LookupTool",
+                                                "schema": TOOL_SCHEMA}]})
+    (path.parent / "tasks" / "own" / "tool.py").write_text(TOOL)
+    assert plan.main(["--config-file", str(path), "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    md = (tmp_path / "out" / "plan.md").read_text()
+    assert "| tools | `lookup` |" in md and "multi-turn tool agent" in md
+
+
+def test_an_own_tool_whose_schema_or_constructor_fails_is_refused_naming_it(tmp_path, capsys):
+    bad_schema = {"type": "function", "function": {"description": "no name"}}
+    path = own_stack(tmp_path, task={"tools": [{"file": "tasks/own/tool.py", "class": "LookupTool",
+                                                "schema": bad_schema}]})
+    (path.parent / "tasks" / "own" / "tool.py").write_text(TOOL)
+    err = refused(path, tmp_path, capsys)
+    assert "task.tools[0]" in err and "not an OpenAI function schema" in err
+    path = own_stack(tmp_path / "2", task={"tools": [{"file": "tasks/own/tool.py", "class": "LookupTool",
+                                                      "schema": TOOL_SCHEMA, "config": {"table": "x"}}]})
+    (path.parent / "tasks" / "own" / "tool.py").write_text(TOOL)
+    err = refused(path, tmp_path / "2", capsys)
+    assert "task.tools[0]" in err and "LookupTool(config=..., tool_schema=...) raised ValueError" in err

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from components.config import Settings
-from components.wiring import sandbox_scheduling
+from components.wiring import sandbox_scheduling, task_tools
 
 SANDBOXSET_API_VERSION = "agents.kruise.io/v1alpha1"
 
@@ -128,10 +128,13 @@ def memory_gib(quantity: str) -> float:
 def pool_size(s: Settings) -> PoolSize:
     """Every in-flight `run_code_once` claims one warm sandbox (and the pool refills after), so the pool covers
     one rollout step's worth of concurrent calls: train_batch_size x rollout_n trajectories, each with up to
-    max_parallel_calls tool calls at once. Fewer warm sandboxes make the extra claims create pods on demand
-    (seconds each); the cap bounds what the system pool must hold."""
+    max_parallel_calls code-tool calls at once, plus one reward call each when the task's reward runs its tests in
+    the sandboxes (task.reward.sandbox). Fewer warm sandboxes make the extra claims create pods on demand (seconds
+    each); the cap bounds what the system pool must hold."""
     t, sb = s.training, s.sandbox
-    demand = t.train_batch_size * t.rollout_n * t.max_parallel_calls
+    trajectories = t.train_batch_size * t.rollout_n
+    demand = trajectories * (t.max_parallel_calls if "code" in task_tools(s) else 0) + \
+        (trajectories if s.task.reward_kind == "sandbox" else 0)
     host = sb.dedicated_pool or s.system_pool
     return PoolSize(
         demand=demand,
@@ -206,7 +209,10 @@ def sandbox_pod_template(s: Settings) -> dict:
     def envd_mount() -> list[dict]:
         return [{"name": ENVD_VOLUME, "mountPath": ENVD_DIR}]
 
-    resources = {"cpu": sb.cpu, "memory": sb.memory}
+    resources = {"cpu": sb.cpu, "memory": sb.memory, "ephemeral-storage": sb.ephemeral_storage}
+    # The envd sidecar writes nothing but what it copies into the emptyDir (which counts against the pod, bounded by
+    # the volume's sizeLimit); its own layer and logs get the same bound.
+    init_storage = {"ephemeral-storage": sb.envd_volume_size}
     spec: dict = {
         # Model-written code runs here: no API credentials, no Service environment variables to discover.
         "automountServiceAccountToken": False,
@@ -222,11 +228,12 @@ def sandbox_pod_template(s: Settings) -> dict:
             "image": v.sandbox_runtime_image,
             "imagePullPolicy": "IfNotPresent",
             # A native sidecar (restartPolicy Always on an init container, Kubernetes >= 1.29): it provides envd
-            # under ENVD_DIR for the sandbox's postStart hook. It runs no user code, so it gets no limits of its
-            # own, as in the tutorial.
+            # under ENVD_DIR for the sandbox's postStart hook. It runs no user code, so it gets no CPU or memory
+            # limits of its own, as in the tutorial; its disk is bounded like every sandbox container's.
             "restartPolicy": "Always",
             "env": envd_env(),
             "volumeMounts": envd_mount(),
+            "resources": {"requests": dict(init_storage), "limits": dict(init_storage)},
             "securityContext": init_security_context,
         }],
         "containers": [{
@@ -242,11 +249,13 @@ def sandbox_pod_template(s: Settings) -> dict:
                 "initialDelaySeconds": 1, "periodSeconds": 2, "timeoutSeconds": 1,
                 "failureThreshold": 20, "successThreshold": 1,
             },
-            # requests = limits: a sandbox cannot take more than it reserved, whatever the code does.
+            # requests = limits: a sandbox cannot take more CPU, memory or local disk than it reserved, whatever the
+            # code does; past its ephemeral-storage limit the kubelet evicts this pod alone.
             "resources": {"requests": dict(resources), "limits": dict(resources)},
             "securityContext": sandbox_security_context,
         }],
-        "volumes": [{"name": ENVD_VOLUME, "emptyDir": {}}],
+        # Bounded: a pod whose emptyDir grows past sizeLimit is evicted, not its neighbours (the node's disk).
+        "volumes": [{"name": ENVD_VOLUME, "emptyDir": {"sizeLimit": sb.envd_volume_size}}],
     }
     if sb.runtime_class:
         # e.g. `runv`: ACK Sandboxed-Container gives each sandbox its own kernel in a lightweight VM.

@@ -125,6 +125,9 @@ def admin_key_secret_manifest(s: Settings) -> dict:
             "metadata": {"name": ADMIN_KEY_SECRET, "namespace": s.sandbox.namespace, "labels": manager_selector(s)}}
 
 
+MANAGER_TMP_SIZE = "1Gi"
+
+
 def manager_deployment_manifest(s: Settings) -> dict:
     sb = s.sandbox
     sel = manager_selector(s)
@@ -166,7 +169,8 @@ def manager_deployment_manifest(s: Settings) -> dict:
             "securityContext": restricted_container_security(),
             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         }],
-        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        # The manager keeps nothing on disk but scratch files; bounded so it cannot fill the system node.
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": MANAGER_TMP_SIZE}}],
     }
     if sched.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in sched.tolerations]

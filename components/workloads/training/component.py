@@ -23,7 +23,7 @@ from components.wiring import (
     resource_kwargs,
 )
 from components.workloads.data import code_configmap_name, pipeline_code
-from components.workloads.network_policies import ray_network_policy_manifest
+from components.workloads.network_policies import ray_egress_policy_manifest, ray_network_policy_manifest
 from components.workloads.training import admission, gate
 from components.workloads.training.rayjob import check_rayjob, render_rayjob, with_platform_values
 from components.workloads.training.run_spec import pod_wiring, run_spec
@@ -121,7 +121,7 @@ class TrainingJob(pulumi.ComponentResource):
                 # The namespace must exist first.
                 opts=child(*in_namespace)))
 
-        # ---- who may reach the Ray cluster (its job API runs code on the GPU nodes, unauthenticated); created before
+        # ---- who may reach the Ray cluster (its job API runs code on the GPU nodes for whoever holds the token); created before
         # the RayJob so no Ray pod ever runs unguarded
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-ray-ingress", **resource_kwargs(ray_network_policy_manifest(s)),
@@ -134,6 +134,13 @@ class TrainingJob(pulumi.ComponentResource):
         manifest = render_rayjob(self.spec)
         if args.shape is not None:  # the shared platform's queue, gang and log marker (components/experiment.py)
             manifest = args.shape(manifest)
+        # ---- what the Ray pods may reach: nothing beyond the job's own needs where it downloads nothing at start
+        egress = ray_egress_policy_manifest(s, manifest["spec"])
+        self.egress_policy: Optional[k8s.networking.v1.NetworkPolicy] = None
+        if egress is not None:
+            self.egress_policy = k8s.networking.v1.NetworkPolicy(
+                f"{name}-ray-egress", **resource_kwargs(egress), opts=child(*in_namespace))
+            job_deps.append(self.egress_policy)
 
         # ---- the node gate: the RayJob is created only once the GPU nodes are there (else `up` fails, naming why)
         self.gate_job: Optional[pulumi.Resource] = None

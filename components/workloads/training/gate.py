@@ -13,8 +13,7 @@ the RayJob, which depends on the Job, is never created on an empty pool.
 - The `restricted` Pod Security level: non-root, no capability, RuntimeDefault seccomp, read-only root.
 - The pipeline code ConfigMap (data.py) and the dataset Jobs' Python image; nothing is installed.
 - Named by a digest of its spec and of the whole RayJob it guards, so a new RayJob gets a new gate (Jobs are immutable);
-  a gate that failed is run again by the next `up` (component.py: replace_on_changes covers the engine's
-  initialisation errors).
+  a gate that failed is run again by the next `up` (its `pulumi.com/replaceUnready` annotation; wiring.py).
 
 An autoscaled ECS pool (min_nodes < nodes) boots its nodes only once the Ray pods are pending, so no gate: there
 is nothing to wait for before the RayJob exists.
@@ -27,7 +26,13 @@ import json
 
 from components.config import Settings
 from components.model.wait import gpu_pool_autoscales
-from components.wiring import Scheduling, non_root_pod_security, restricted_container_security, system_scheduling
+from components.wiring import (
+    REPLACE_UNREADY,
+    Scheduling,
+    non_root_pod_security,
+    restricted_container_security,
+    system_scheduling,
+)
 from components.workloads.data import CODE_ROOT, NOBODY  # the pipeline ConfigMap mounted as the data Jobs mount it
 from components.workloads.training.rayjob import GPU_RESOURCE, RDMA_RESOURCE, render_rayjob
 from components.workloads.training.run_spec import RunSpec
@@ -146,7 +151,7 @@ def check_job_manifest(s: Settings, spec: RunSpec, code_config_map: str, *, cont
     digest = hashlib.sha256(checked.encode()).hexdigest()[:10]
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": f"{spec.name[:40]}-{suffix}-{digest}", "namespace": s.job.namespace,
-                         "labels": dict(labels)},
+                         "labels": dict(labels), "annotations": dict(REPLACE_UNREADY)},  # failed: rerun next `up`
             "spec": job_spec}
 
 

@@ -42,5 +42,7 @@ def prefetch_wait_words(s: Settings, layout: Layout) -> list[str]:
 def prefetch_copy_command(s: Settings, config_dir: str) -> list[str]:
     """The `model-prefetch` container's command: copy the staged model into the pod's directory (within the copy's
     size), then wait."""
-    return ["python3", f"{config_dir}/{PREFETCH_MODULE_FILE}", "copy", f"--source={model_dir(s)}",
-            f"--dest={model_copy_dir(s)}", f"--max-gib={model_prefetch_gib(s)}"]
+    words = ["python3", f"{config_dir}/{PREFETCH_MODULE_FILE}", "copy", f"--source={model_dir(s)}",
+             f"--dest={model_copy_dir(s)}", f"--max-gib={model_prefetch_gib(s)}"]
+    # A model the user put in the bucket (model.source: oss) has no staging marker: the copier lists the directory.
+    return words + (["--list-source"] if s.model.source == "oss" else [])

@@ -66,6 +66,20 @@ TRAINER_LABELS = {"app.kubernetes.io/name": "verl-trainer", "app.kubernetes.io/p
 # KubeRay release that introduced each submission mode (research notes §1; HTTPMode predates v1.1).
 SUBMISSION_MODE_SINCE = {"K8sJobMode": (0, 0, 0), "HTTPMode": (0, 0, 0), "InteractiveMode": (1, 3, 0),
                          "SidecarMode": (1, 5, 0)}
+# Ray token authentication (docs/facts.md, "Ray token authentication"): with `authOptions.mode: token` and no
+# `secretName`, KubeRay v1.7.0 creates a Secret named after the RayCluster (`status.rayClusterName` of the RayJob)
+# holding a random 32-byte token under `auth_token`, owned by the RayCluster (raycluster_controller.go
+# reconcileAuthSecret), and gives the Ray containers, the wait-gcs-ready init container and the submitter (SidecarMode
+# and K8sJobMode) RAY_AUTH_MODE=token and RAY_AUTH_TOKEN from that Secret (common/pod.go SetContainerTokenAuthEnvVars;
+# rayjob_controller.go configureSubmitterContainer); its own dashboard client reads the same Secret
+# (utils/util.go GetRayDashboardClientFunc). The token never passes through Pulumi: not in the state, the plan or
+# any manifest. The floors are KubeRay's (api AuthOptions, v1.5.1) and its validation (utils/validation.go: Ray >=
+# 2.52.0 for mode token).
+AUTH_MODE = "token"
+AUTH_SINCE_KUBERAY = (1, 5, 1)
+AUTH_SINCE_RAY = (2, 52, 0)
+AUTH_TOKEN_KEY = "auth_token"  # utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY
+AUTH_TOKEN_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")  # utils/constant.go; the Ray CLI and SDK read these
 
 
 def _version(v: str) -> tuple[int, int, int]:
@@ -86,7 +100,7 @@ def _pod_security(rdma: bool, run_as_non_root: bool) -> tuple[dict, dict]:
 
 def ray_pod_security(s: Settings, rdma: bool) -> tuple[dict, dict]:
     """(pod securityContext, container securityContext) of the Ray pods, which run the job API and GCS of an
-    unauthenticated Ray cluster and the model's rollouts: no capability, the runtime's seccomp profile, no privilege
+    token-authenticated Ray cluster and the model's rollouts: no capability, the runtime's seccomp profile, no privilege
     escalation; the built image (USER 1000) must run as non-root. RDMA is the one exception: memory registration
     needs IPC_LOCK and SYS_RESOURCE, which Kubernetes makes effective only for uid 0 (docs/image.md), so those pods
     run as root with exactly those two."""
@@ -210,7 +224,8 @@ def render_rayjob(spec: RunSpec) -> dict:
         "serviceType": "ClusterIP",
         "template": gpu_pod_template(spec, "ray-head"),
     }
-    cluster: dict = {"rayVersion": spec.ray_version, "headGroupSpec": head}
+    # Every RayJob authenticates its job API, dashboard and GCS with a token only KubeRay knows (AUTH_MODE).
+    cluster: dict = {"rayVersion": spec.ray_version, "authOptions": {"mode": AUTH_MODE}, "headGroupSpec": head}
     if spec.workers:
         cluster["workerGroupSpecs"] = [{
             "groupName": WORKER_GROUP,
@@ -312,6 +327,22 @@ def _checkpoint_rule(spec: dict, checkpoint_claim: str) -> None:
                 f"{where}: every actor rank writes its shard there, and a path elsewhere is lost with the pod")
 
 
+def _auth_rule(spec: dict, kv: tuple[int, int, int], kuberay_version: str, ray_version: str) -> None:
+    """Token authentication is this project's rule (the job API runs any command on the GPU nodes); its floors are
+    KubeRay's (AUTH_SINCE_KUBERAY, AUTH_SINCE_RAY)."""
+    auth = (spec.get("rayClusterSpec") or {}).get("authOptions") or {}
+    if auth.get("mode") != AUTH_MODE:
+        raise RayJobError("spec.rayClusterSpec.authOptions.mode must be token: without it Ray's job API (8265) runs "
+                          "any command it is sent on the GPU nodes for anyone who reaches the port")
+    if kv < AUTH_SINCE_KUBERAY:
+        raise RayJobError(f"spec.rayClusterSpec.authOptions needs KubeRay >= {'.'.join(map(str, AUTH_SINCE_KUBERAY))} "
+                          f"but versions.kuberay is {kuberay_version}; upgrade KubeRay")
+    if _version(ray_version) < AUTH_SINCE_RAY:
+        raise RayJobError(f"spec.rayClusterSpec.authOptions.mode token needs Ray >= {'.'.join(map(str, AUTH_SINCE_RAY))} "
+                          f"(KubeRay refuses it below), but versions.ray is {ray_version}; use an image with a newer Ray "
+                          "and set versions.ray to it")
+
+
 def check_rayjob(manifest: dict, kuberay_version: str, *, checkpoint_claim: str) -> None:
     """KubeRay's admission rules for the configured operator version; raise RayJobError on the first violation."""
     kv = _version(kuberay_version)
@@ -397,6 +428,8 @@ def check_rayjob(manifest: dict, kuberay_version: str, *, checkpoint_claim: str)
                 raise RayJobError(f"{where}: minReplicas {lo} must be <= maxReplicas {hi}, both >= 0")
             if not lo <= n <= hi:
                 raise RayJobError(f"{where}: replicas {n} must lie between minReplicas {lo} and maxReplicas {hi}")
-    if not re.fullmatch(r"\d+\.\d+\.\d+", str((spec.get("rayClusterSpec") or {}).get("rayVersion", "0.0.0"))):
+    ray_version = str((spec.get("rayClusterSpec") or {}).get("rayVersion", "0.0.0"))
+    if not re.fullmatch(r"\d+\.\d+\.\d+", ray_version):
         raise RayJobError("spec.rayClusterSpec.rayVersion must be an exact Ray version like 2.52.1")
+    _auth_rule(spec, kv, kuberay_version, ray_version)
     _checkpoint_rule(spec, checkpoint_claim)

@@ -192,6 +192,21 @@ def pre_running_deadline(s: Settings, image: str) -> Optional[int]:
     return given
 
 
+def backoff_limit(s: Settings, layout: Layout) -> int:
+    """RayJob backoffLimit: job.backoff_limit, else 1 for a multi-node training run that writes a checkpoint before
+    its last step (verl fails the whole run when one node is lost, "relying on checkpoints to resume", verl issue
+    #1314; KubeRay retries on a new Ray cluster, rayjob_controller.go v1.7.0, and verl's resume_mode auto continues
+    from the newest checkpoint), else 0: a single node has no other node to lose, an evaluation or a run without
+    an intermediate checkpoint would only start over, and InteractiveMode refuses retries."""
+    given = s.job.backoff_limit
+    if given is not None:
+        return given
+    t = s.training
+    checkpoints_midway = t.save_freq > 0 and (t.total_training_steps is None or t.total_training_steps > t.save_freq)
+    retried = layout.nodes > 1 and not t.val_only and checkpoints_midway
+    return 1 if retried and s.job.submission_mode != "InteractiveMode" else 0
+
+
 def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWiring) -> RunSpec:
     """The run's values from the settings and the resolved layout. Raises RayJobError for a run verl, vLLM or the
     pod spec would reject."""
@@ -209,7 +224,7 @@ def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWir
         runtime_env_yaml=runtime_env_yaml(s),
         ttl_seconds_after_finished=j.ttl_seconds_after_finished,
         active_deadline_seconds=j.active_deadline_seconds,
-        backoff_limit=j.backoff_limit,
+        backoff_limit=backoff_limit(s, layout),
         pre_running_deadline_seconds=pre_running_deadline(s, image),
         nodes=layout.nodes,
         gpus_per_node=layout.gpus_per_node,

@@ -85,6 +85,7 @@ from components.workloads.training.prefetch import (
     model_read_dir,
     prefetch_wait_words,
 )
+from components.workloads.training.runs import node_wait_words, record_words, run_start_overrides
 from components.workloads.training.task_config import (  # noqa: F401 (re-exported)
     ANSWER_TOOL_DESCRIPTIONS,
     agent_loops_config,
@@ -385,11 +386,13 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
         o.append(("trainer.total_training_steps", t.total_training_steps))
     o += [
         ("trainer.total_epochs", t.total_epochs),
-        ("trainer.val_before_train", t.val_before_train),
+        # verl reads val_only only inside its val_before_train block (trainer/ppo/v1/trainer_base.py fit).
+        ("trainer.val_before_train", t.val_before_train or t.val_only),
         # Absolute, on the shared read-write OSS volume: every actor rank writes its shard there, and a rerun
         # resumes from it (resume_mode=auto). Matches <checkpoints_prefix><project>/<experiment>/ in the bucket.
         ("trainer.default_local_dir", checkpoint_dir(s)),
     ]
+    o += run_start_overrides(s)
     if t.max_actor_ckpt_to_keep is not None:
         o.append(("trainer.max_actor_ckpt_to_keep", t.max_actor_ckpt_to_keep))
     return o + recipe_overrides(s, L) + user_overrides(s) + list_overrides(s)
@@ -410,10 +413,11 @@ def verl_command(s: Settings, layout: Layout, overrides: Optional[list[tuple[str
 
 
 def entrypoint_words(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> list[str]:
-    """The job's one program (agent_tools/verl_ack_entrypoint.py) with `verl_command` as its child: it gives the
-    job's MLflow runs their ids, runs the preflight and verl, ends every run in the state that tells the truth and
-    exits with verl's code. The tool config names the MLflow experiment and run when tracking is on."""
-    words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}"]
+    """The job's one program (agent_tools/verl_ack_entrypoint.py) with `verl_command` as its child: it waits for
+    every Ray node with its GPUs (multi-node), gives the job's MLflow runs their ids, runs the preflight and verl,
+    ends every run in the state that tells the truth and exits with verl's code. The tool config names the MLflow
+    experiment and run when tracking is on."""
+    words = ["python3", f"{CONFIG_DIR}/{ENTRYPOINT_MODULE_FILE}", *node_wait_words(s, layout), *record_words(s)]
     if s.tracking.enabled:
         words.append(f"--tool-config={CONFIG_DIR}/{TOOL_CONFIG_FILE}")
     # On the shared checkpoint volume: a reward worker on any node can write the reason it refuses a trajectory.

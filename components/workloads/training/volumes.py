@@ -173,9 +173,17 @@ def dataset_paths(s: Settings) -> tuple[str, str]:
     return vol.path_of(files.train), vol.path_of(files.test)
 
 
+def model_volume(s: Settings) -> OssVolume:
+    """The volume the model is read through: the models volume, or for a `model.source: oss` path under the
+    checkpoints prefix (a run's Hugging Face export) the checkpoint volume (the settings refuse any other prefix)."""
+    vols = oss_volumes(s)
+    key = model_path(s)
+    return vols["models"] if key.startswith(vols["models"].prefix) else vols["checkpoints"]
+
+
 def model_dir(s: Settings) -> str:
-    """actor_rollout_ref.model.path inside the models mount: the prefix the model staging Job fills."""
-    return oss_volumes(s)["models"].path_of(model_path(s))
+    """actor_rollout_ref.model.path inside its mount: the prefix the model staging Job fills (or model.path)."""
+    return model_volume(s).path_of(model_path(s))
 
 
 # The model prefetch's memory-backed emptyDir in every Ray pod (job.model_prefetch, agent_tools/
@@ -187,7 +195,9 @@ MODEL_COPY_MOUNT = "/mnt/model-copy"
 
 def model_copy_dir(s: Settings) -> str:
     """Where the prefetch copies the staged model in each Ray pod (named by the same content address)."""
-    return f"{MODEL_COPY_MOUNT}/{model_path(s)[len(s.storage.models_prefix):].rstrip('/')}"
+    vol = model_volume(s)
+    rest = model_path(s)[len(vol.prefix):].rstrip("/")
+    return f"{MODEL_COPY_MOUNT}/{rest}" if vol.kind == "models" else f"{MODEL_COPY_MOUNT}/{vol.kind}/{rest}"
 
 
 def checkpoint_dir(s: Settings) -> str:

@@ -105,7 +105,8 @@ def test_a_real_preview_refuses_each_placeholder_naming_the_field_and_where_the_
     problems = refusal("dev-platform", tmp_path, offline=False)
     fields = [p.field for p in problems]
     assert fields == ["gpu_pool.lingjun.eflo_cluster_id", "gpu_pool.lingjun.eflo_node_group_id",
-                      "gpu_pool.lingjun.node_ids[0]", "cluster.network.vpc_id", "cluster.network.node_vswitch_ids[0]",
+                      "gpu_pool.lingjun.node_ids[0]", "gpu_pool.lingjun.security_group_id", "cluster.network.vpc_id",
+                      "cluster.network.node_vswitch_ids[0]",
                       "cluster.network.node_vswitch_ids[1]", "cluster.network.pod_vswitch_ids[0]",
                       "cluster.network.pod_vswitch_ids[1]", "image.enterprise_instance_id", "image.digest",
                       "sandbox.domain", "sandbox.dns_zone"]
@@ -118,7 +119,7 @@ def test_a_stack_with_real_values_passes_a_real_preview(tmp_path, account):
     doc = yaml.safe_load((STACKS_DIR / "Pulumi.dev.yaml").read_text())
     s = doc["config"]["verl-ack:settings"]
     s["gpu_pool"]["lingjun"].update(eflo_cluster_id="i118191731733789436", eflo_node_group_id="i127062918265143",
-                                    node_ids=["e01-cn-fw7a2b3c4d5"])
+                                    node_ids=["e01-cn-fw7a2b3c4d5"], security_group_id="sg-t4n6b2k9m3q7w1e5r8y")
     s["cluster"]["network"].update(vpc_id="vpc-t4n8x2k3m9q1w5e7r6y4a", node_vswitch_ids=["vsw-t4n1a", "vsw-t4n1b"],
                                    pod_vswitch_ids=["vsw-t4p1a", "vsw-t4p1b"])
     s["image"]["enterprise_instance_id"] = "cri-k2m8q4w7e1r5t9y3"

@@ -130,7 +130,7 @@ def test_new_cluster_stack_declares_exactly_these_cloud_resources():
         "alicloud:vpc/snatEntry:SnatEntry": {"net-snat-node-ap-southeast-1a", "net-snat-pod-ap-southeast-1a",
                                              "net-snat-node-ap-southeast-1b", "net-snat-pod-ap-southeast-1b"},
         "alicloud:cs/managedKubernetes:ManagedKubernetes": {"ack-cluster"},
-        "alicloud:cs/nodePool:NodePool": {"pools-system", "pools-gpu"},
+        "alicloud:cs/nodePool:NodePool": {"pools-system", "pools-gpu", "pools-sandbox"},
         "alicloud:cs/kubernetesAddon:KubernetesAddon": {
             "addons-csi-plugin", "addons-csi-provisioner", "addons-pod-identity", "addons-node-problem-detector",
             "addons-monitoring", "addons-alb", "sandbox-addons-controller", "sandbox-addons-manager"},

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from components.cloud.nodepools import RAY_HEAD_PORTS, lingjun_join_warnings
+from components.cloud.nodepools import RAY_PORTS, lingjun_join_warnings
 from components.config.cloud import EXCLUSIVE_ENI_LABEL
 from components.config.loading import SettingsError
 from components.workloads import network_policies
 from tests.components.cloud.test_common import labels, settings_of
-from tests.conftest import record
+from tests.conftest import STACKS, record
 
 POOL = "alicloud:cs/nodePool:NodePool"
 RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
@@ -69,12 +69,16 @@ def test_a_multi_node_lingjun_pool_without_the_nodes_security_group_is_refused()
         settings_of("multinode", {"gpu_pool": {"lingjun": {"security_group_id": None}}})
 
 
-def test_multinode_admits_the_ray_head_ports_only_from_the_gpu_nodes_and_the_pod_vswitches_and_drops_the_rest():
-    s = settings_of("multinode")
+@pytest.mark.parametrize("stack", ["multinode", "dev", "dev-platform"])
+def test_a_lingjun_pool_admits_the_ray_ports_only_from_the_gpu_nodes_and_the_pod_vswitches_and_drops_the_rest(stack):
+    """multinode: host-network Ray pods; dev (one node) and the platform that owns its pool: Ray pods on Terway
+    exclusive ENIs, which NetworkPolicy does not cover."""
+    s = settings_of(stack)
     lj = s.gpu_pool.lingjun
-    rules = [r.inputs for r in record("multinode").by_type(RULE)]
+    rules = [r.inputs for r in record(stack).by_type(RULE)]
     assert rules and all(r["securityGroupId"] == lj.security_group_id and r["type"] == "ingress" for r in rules)
-    for port in RAY_HEAD_PORTS:
+    assert {r["portRange"] for r in rules} == {f"{p}/{p}" for p in RAY_PORTS}
+    for port in RAY_PORTS:
         on_port = [r for r in rules if r["portRange"] == f"{port}/{port}"]
         accepted = {r.get("sourceSecurityGroupId") or r.get("cidrIp") for r in on_port if r["policy"] == "accept"}
         assert accepted == {lj.security_group_id, *lj.ray_admit_cidrs}
@@ -84,10 +88,27 @@ def test_multinode_admits_the_ray_head_ports_only_from_the_gpu_nodes_and_the_pod
         assert all(r["priority"] < drops[0]["priority"] for r in on_port if r["policy"] == "accept")
 
 
-def test_a_single_node_stack_adds_no_security_group_rules():
-    assert record("dev").by_type(RULE) == []
+def test_a_single_node_exclusive_eni_lingjun_pool_without_the_nodes_security_group_is_refused():
+    with pytest.raises(SettingsError, match="exclusive-ENI pods"):
+        settings_of("dev", {"gpu_pool": {"lingjun": {"security_group_id": None, "ray_admit_cidrs": []}}})
 
 
-def test_the_restricted_ports_are_the_ray_ports_the_network_policies_guard():
-    assert set(RAY_HEAD_PORTS) == {network_policies.RAY_GCS_PORT, network_policies.RAY_DASHBOARD_PORT,
-                                   network_policies.RAY_CLIENT_PORT}
+def test_stacks_that_own_no_lingjun_pool_add_no_security_group_rules():
+    for stack in ("existing-ecs", "dev-grpo"):
+        assert record(stack).by_type(RULE) == [], stack
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_fenced_ports_are_every_fixed_port_of_every_rendered_rayjob(stack):
+    """Derived, not listed: whatever port a stack's RayJob makes its Ray pods listen on is one the fence closes."""
+    for job in record(stack).by_type("kubernetes:ray.io/v1:RayJob"):
+        assert set(network_policies.ray_listen_ports(job.inputs["spec"])) <= set(RAY_PORTS), job.urn
+    assert {network_policies.RAY_GCS_PORT, network_policies.RAY_DASHBOARD_PORT,
+            network_policies.RAY_CLIENT_PORT} <= set(RAY_PORTS)
+
+
+def test_a_port_moved_in_the_rayjob_is_a_port_the_derivation_sees():
+    spec = {"rayClusterSpec": {"headGroupSpec": {"rayStartParams": {"dashboard-port": "18265"}},
+                               "workerGroupSpecs": [{"rayStartParams": {"metrics-export-port": "9090"}}]}}
+    ports = network_policies.ray_listen_ports(spec)
+    assert 18265 in ports and 9090 in ports and 8265 not in ports

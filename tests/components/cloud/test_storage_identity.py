@@ -20,6 +20,7 @@ from components.cloud.storage import bucket_policy, lifecycle_rules
 from components.config import SettingsError
 from components.wiring import (
     DATASET_SERVICE_ACCOUNT,
+    TRACKING_CLIENT_LABEL,
     TRACKING_SERVICE_ACCOUNT,
     TRAINING_SERVICE_ACCOUNT,
     job_namespace_pod_security,
@@ -175,7 +176,7 @@ def test_policies_grant_object_access_only_under_each_roles_prefixes():
 def test_the_job_namespace_enables_pod_identity_injection_and_service_accounts_name_their_roles():
     rec = record("dev")
     ns = rec.get("kubernetes:core/v1:Namespace", "identity-namespace")
-    assert ns.inputs["metadata"] == {"name": "verl", "labels": {INJECTION_LABEL: "on",
+    assert ns.inputs["metadata"] == {"name": "verl", "labels": {INJECTION_LABEL: "on", TRACKING_CLIENT_LABEL: "true",
                                                                 **pod_security_labels("baseline", settings_of("dev"))}}
     roles = {k: f"verl-dev-ap-southeast-1-{k}" for k in ("data", "train", "mlflow")}
     for key, role in roles.items():
@@ -203,7 +204,7 @@ def test_access_key_auth_creates_no_roles_and_no_injection():
     rec = record("dev", ACCESS_KEY)
     assert not rec.by_type(ROLE) and not rec.by_type(POLICY)
     assert rec.get("kubernetes:core/v1:Namespace", "identity-namespace").inputs["metadata"] == {
-        "name": "verl", "labels": pod_security_labels("baseline", settings_of("dev"))}
+        "name": "verl", "labels": {**pod_security_labels("baseline", settings_of("dev")), TRACKING_CLIENT_LABEL: "true"}}
     for sa in rec.by_type(SA):
         assert "annotations" not in sa.inputs["metadata"]
     assert "addons-pod-identity" not in {r.name for r in rec.by_type("alicloud:cs/kubernetesAddon:KubernetesAddon")}

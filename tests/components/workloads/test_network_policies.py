@@ -1,4 +1,4 @@
-"""Who may reach the Ray cluster's unauthenticated job API, GCS and client server, and MLflow: the Ingress
+"""Who may reach the Ray cluster's job API, GCS and client server, and MLflow, and what the Ray pods may reach: the
 NetworkPolicies of the job namespace, checked with NetworkPolicy semantics (`admits`) against the pods that really
 exist (the RayJob's pod templates, the KubeRay submitter's labels, the operator chart's labels)."""
 
@@ -28,20 +28,32 @@ def _matches(selector: dict | None, labels: dict) -> bool:
     return selector is not None and (selector.get("matchLabels") or {}).items() <= labels.items()
 
 
-def admits(policy: dict, pod_labels: dict, namespace: str, port: int) -> bool:
-    """Whether an Ingress policy lets a pod (labels, namespace) reach `port` of the pods it selects."""
+def admits(policy: dict, pod_labels: dict, namespace: str, port: int, ns_labels: dict | None = None,
+           direction: str = "ingress") -> bool:
+    """Whether an Ingress policy lets a pod (labels, namespace with `ns_labels`) reach `port` of the pods it selects
+    (direction egress: whether the selected pods may reach that pod's `port`)."""
     own_ns = policy["metadata"]["namespace"]
-    for rule in policy["spec"].get("ingress", []):
+    for rule in policy["spec"].get(direction, []):
         if rule.get("ports") and not any(p["port"] == port for p in rule["ports"]):
             continue
-        for peer in rule.get("from", []):
+        for peer in rule.get("from" if direction == "ingress" else "to", []):
+            if "ipBlock" in peer:
+                continue
             ns_sel = peer.get("namespaceSelector")
             ns_ok = namespace == own_ns if ns_sel is None else (
-                ns_sel == {} or _matches(ns_sel, {"kubernetes.io/metadata.name": namespace}))
+                ns_sel == {} or _matches(ns_sel, {"kubernetes.io/metadata.name": namespace, **(ns_labels or {})}))
             pod_ok = "podSelector" not in peer or _matches(peer["podSelector"], pod_labels)
             if ns_ok and pod_ok:
                 return True
     return False
+
+
+def namespace_labels(stack: str, name: str) -> dict:
+    """The labels the program gives a namespace it creates in a stack ({} for one it does not create)."""
+    for ns in record(stack).by_type("kubernetes:core/v1:Namespace"):
+        if ns.inputs["metadata"]["name"] == name:
+            return dict(ns.inputs["metadata"].get("labels") or {})
+    return {}
 
 
 def ray_pod_labels(stack: str = "dev") -> list[dict]:
@@ -121,7 +133,7 @@ def test_in_multinode_the_ray_pods_reach_each_other_and_mlflow_from_their_own_na
     for labels in ray_pod_labels("multinode"):
         assert all(admits(ray_pol, labels, ray_ns, port) for port in RAY_PORTS)
         assert not admits(ray_pol, labels, mlflow["metadata"]["namespace"], np_.RAY_GCS_PORT)
-        assert admits(mlflow, labels, ray_ns, 5000)
+        assert admits(mlflow, labels, ray_ns, 5000, namespace_labels("multinode", ray_ns))
 
 
 # --------------------------------------------------------------------------------------------- MLflow
@@ -131,11 +143,78 @@ def test_mlflow_is_reachable_only_by_ray_pods_on_its_port():
     server = deployment_manifest(s, "verl-mlflow")["spec"]["template"]["metadata"]["labels"]
     assert _matches(pol["spec"]["podSelector"], server)
     ray = {"app.kubernetes.io/name": "verl-trainer"}
-    assert admits(pol, ray, "verl", 5000)
-    assert admits(pol, ray, "an-experiment", 5000), "an experiment stack's job runs in its own namespace"
-    assert not admits(pol, ray, "verl", 22)
+    client = {np_.TRACKING_CLIENT_LABEL: "true"}
+    assert admits(pol, ray, "verl", 5000, client)
+    assert admits(pol, ray, "an-experiment", 5000, client), "an experiment stack's job runs in its own namespace"
+    assert not admits(pol, ray, "someone-elses", 5000), "a pod labelled verl-trainer in an unlabelled namespace"
+    assert not admits(pol, ray, "verl", 22, client)
     for other in ({"app.kubernetes.io/name": "code-interpreter"}, {"app": "dataset"}, {}):
-        assert not admits(pol, other, "verl", 5000)
+        assert not admits(pol, other, "verl", 5000, client)
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if s != "dev-platform"])
+def test_the_namespace_the_program_creates_for_a_jobs_ray_pods_is_one_mlflow_admits(stack):
+    """Every stack's (experiments' too) Ray namespace carries the label the platform's MLflow policy names."""
+    rec = record(stack)
+    mlflow = record("dev-platform" if settings(stack).kind == "experiment" else stack).get(POLICY, "tracking-ingress")
+    for job in rec.by_type("kubernetes:ray.io/v1:RayJob"):
+        ns = job.inputs["metadata"]["namespace"]
+        labels = job.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]["labels"]
+        assert admits(mlflow.inputs, labels, ns, 5000, namespace_labels(stack, ns)), job.urn
+
+
+def test_the_platform_labels_no_namespace_of_its_own_as_a_tracking_client():
+    assert all(np_.TRACKING_CLIENT_LABEL not in (ns.inputs["metadata"].get("labels") or {})
+               for ns in record("dev-platform").by_type("kubernetes:core/v1:Namespace"))
+
+
+# --------------------------------------------------------------------------------------------- Ray pods' egress
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_job_that_downloads_nothing_at_start_gets_a_default_deny_egress_for_its_ray_pods(stack):
+    rec = record(stack)
+    for job in rec.by_type("kubernetes:ray.io/v1:RayJob"):
+        name = job.inputs["metadata"]["name"]
+        pols = [p.inputs for p in rec.by_type(POLICY) if p.inputs["metadata"]["name"] == f"{name}-ray-egress"]
+        if np_.job_needs_internet(job.inputs["spec"]):
+            assert pols == [], f"{job.urn}: its runtime env installs packages from the index at start"
+            continue
+        (pol,) = pols
+        assert pol["spec"]["policyTypes"] == ["Egress"]
+        assert pol["metadata"]["namespace"] == job.inputs["metadata"]["namespace"]
+        for group in job.inputs["spec"]["rayClusterSpec"].get("workerGroupSpecs", []) + [
+                job.inputs["spec"]["rayClusterSpec"]["headGroupSpec"]]:
+            assert _matches(pol["spec"]["podSelector"], group["template"]["metadata"]["labels"])
+        blocks = [p["ipBlock"] for r in pol["spec"]["egress"] for p in r["to"] if "ipBlock" in p]
+        assert all(b["cidr"] != "0.0.0.0/0" for b in blocks), "no route to the internet"
+        assert any(np_.METADATA_CIDR in b.get("except", []) for b in blocks), "never the node's metadata service"
+
+
+def test_the_egress_policy_admits_what_the_job_reaches_and_nothing_else():
+    s = settings("dev")
+    rec = record("dev")
+    job = rec.get("kubernetes:ray.io/v1:RayJob", "train-rayjob").inputs
+    pol = np_.ray_egress_policy_manifest(s, job["spec"])
+    ray = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]["labels"]
+    mlflow = rec.get("kubernetes:apps/v1:Deployment", "tracking-server").inputs["spec"]["template"]["metadata"]["labels"]
+    from components.workloads.sandbox.manifests import manager_selector
+
+    def reaches(labels, ns, port):
+        return admits(pol, labels, ns, port, direction="egress")
+
+    assert reaches(ray, "verl", np_.RAY_GCS_PORT) and reaches(ray, "verl", 29500), "its own pods, NCCL included"
+    assert reaches(mlflow, "verl", 5000) and reaches(mlflow, "verl-dev-grpo", 5000)
+    assert reaches(manager_selector(s), s.sandbox.namespace, s.sandbox.mcp_port)
+    assert reaches({"k8s-app": "kube-dns"}, "kube-system", 53)
+    assert not reaches(manager_selector(s), s.sandbox.namespace, 7788), "not the E2B API's admin port"
+    assert not reaches({"app.kubernetes.io/name": "code-interpreter"}, s.sandbox.namespace, 49999), "no sandbox"
+    assert not reaches({"app.kubernetes.io/name": "kuberay-operator"}, "kuberay-system", 8080)
+    assert not reaches({"app.kubernetes.io/name": "verl-trainer", "verl-ack/rayjob": "other"}, "verl", 6379)
+
+
+def test_a_runtime_env_that_installs_packages_needs_the_internet():
+    assert np_.job_needs_internet({"runtimeEnvYAML": "pip:\n- verl==0.9.1\n"})
+    assert not np_.job_needs_internet({"runtimeEnvYAML": "env_vars:\n  A: b\n"})
+    assert not np_.job_needs_internet({})
 
 
 def test_the_recorded_mlflow_policy_guards_the_recorded_server():

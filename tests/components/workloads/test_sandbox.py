@@ -125,20 +125,25 @@ def test_sandbox_pod_follows_the_tutorials_runtime_wiring_with_settings_images()
     assert {m["name"] for m in init["volumeMounts"]} & {m["name"] for m in box["volumeMounts"]} & shared
 
 
-def test_sandbox_pod_has_no_api_token_no_service_links_fast_termination_and_the_system_pool():
+def test_sandbox_pod_has_no_api_token_no_service_links_fast_termination_and_its_own_tainted_pool():
     s = settings()
     spec = sb.sandboxset_manifest(s)["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
     assert spec["enableServiceLinks"] is False
     assert spec["terminationGracePeriodSeconds"] == 1
-    assert spec["nodeSelector"] == {"verl-ack/pool": "system"}
+    assert spec["nodeSelector"] == {"verl-ack/pool": "sandbox"}, "off the pool of the platform's own services"
+    assert {"key": "verl-ack/sandbox", "operator": "Exists", "effect": "NoSchedule"} \
+        in spec["tolerations"]
+    shared = sb.sandboxset_manifest(settings("dev", {"sandbox": {"dedicated_pool": None}}))
+    assert shared["spec"]["template"]["spec"]["nodeSelector"] == {"verl-ack/pool": "system"}, "explicit opt-out"
 
 
 @pytest.mark.parametrize("cpu,memory", [("1", "2Gi"), ("500m", "768Mi")])
 def test_sandbox_requests_equal_limits_from_settings(cpu, memory):
     s = settings("dev", {"sandbox": {"cpu": cpu, "memory": memory}})
     res = sb.sandboxset_manifest(s)["spec"]["template"]["spec"]["containers"][0]["resources"]
-    assert res["requests"] == res["limits"] == {"cpu": cpu, "memory": memory}
+    assert res["requests"] == res["limits"] == {"cpu": cpu, "memory": memory,
+                                                "ephemeral-storage": s.sandbox.ephemeral_storage}
 
 
 # --------------------------------------------------------------------------------------------- pool size
@@ -168,7 +173,7 @@ def test_pool_size_is_batch_times_n_times_parallel_calls_clamped(batch, n, calls
 
 def test_pool_capacity_estimate_counts_the_whole_system_pool():
     s = settings("dev", {"system_pool": {"nodes": 3, "cpus_per_node": 8, "memory_gib_per_node": 32},
-                         "sandbox": {"cpu": "500m", "memory": "1Gi"}})
+                         "sandbox": {"cpu": "500m", "memory": "1Gi", "dedicated_pool": None}})
     p = sb.pool_size(s)
     assert (p.system_cpus, p.system_memory_gib) == (24, 96)
     assert p.fit_on_system_pool == 48  # 24 / 0.5 CPU

@@ -79,7 +79,7 @@ def test_open_source_installs_the_controller_chart_and_the_pool_waits_for_it():
     assert ns.urn in rel.dependencies
     # Kept on destroy as Helm never deleted it either, by a patch: a retained Namespace would make the next `up`
     # on the same cluster fail on "already exists" (tests/test_redeploy.py).
-    assert not ns.options["retain_on_delete"] and ns.options["aliases"] == 1
+    assert not ns.options["retain_on_delete"] and len(ns.options["aliases"]) == 1
     assert ns.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
     for type_, name in ((SET, "sandbox-pool"), (SERVICE, "sandbox-mcp"), (POLICY, "sandbox-isolation")):
         assert rel.urn in rec.get(type_, name).dependencies, name

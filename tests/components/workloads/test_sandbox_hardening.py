@@ -13,7 +13,7 @@ from components.config import SettingsError
 from components.wiring import SANDBOX_TAINT_KEY, pod_security_labels, sandbox_namespace_pod_security
 from components.workloads import sandbox as sb
 from tests.components.workloads.test_sandbox import as_pod_template, assert_valid_core, crd_errors, settings
-from tests.conftest import record
+from tests.conftest import STACKS, record
 
 BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
                          "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
@@ -151,7 +151,8 @@ def test_the_dedicated_pool_is_tainted_labelled_and_the_pool_waits_for_it():
     assert pool["instanceChargeType"] == "PostPaid" and pool["desiredSize"] == "1"
     sandbox_set = rec.get("kubernetes:agents.kruise.io/v1alpha1:SandboxSet", "sandbox-pool")
     assert rec.get("alicloud:cs/nodePool:NodePool", "pools-sandbox").urn in sandbox_set.dependencies
-    assert "pools-sandbox" not in {r.name for r in record("dev").by_type("alicloud:cs/nodePool:NodePool")}
+    shared = record("dev", {"sandbox": {"dedicated_pool": None}})
+    assert "pools-sandbox" not in {r.name for r in shared.by_type("alicloud:cs/nodePool:NodePool")}
 
 
 @pytest.mark.parametrize("sandbox,message", [
@@ -201,3 +202,50 @@ def test_the_rbac_objects_keep_their_logical_names_and_the_config_role_is_new():
     assert names == {"sandbox-manager-cluster-role", "sandbox-manager-cluster-role-binding",
                      "sandbox-manager-key-store-role", "sandbox-manager-key-store-role-binding",
                      "sandbox-manager-config-role", "sandbox-manager-config-role-binding"}
+
+
+# --------------------------------------------------------------------------------------------- disk
+def _empty_dirs(value, where: str = "") -> list[tuple[str, dict]]:
+    """Every emptyDir volume anywhere in a resource's inputs (pod templates, SandboxSets, RayJobs, chart values)."""
+    if isinstance(value, dict):
+        found = [(where, value)] if "emptyDir" in value else []
+        return found + [x for k, v in value.items() for x in _empty_dirs(v, f"{where}.{k}")]
+    if isinstance(value, list):
+        return [x for i, v in enumerate(value) for x in _empty_dirs(v, f"{where}[{i}]")]
+    return []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_empty_dir_of_every_rendered_resource_has_a_size_limit(stack):
+    """An emptyDir without sizeLimit lets one pod fill the node's disk and get its neighbours evicted."""
+    rec = record(stack)
+    for r in rec.resources:
+        for where, volume in _empty_dirs(r.inputs):
+            assert (volume["emptyDir"] or {}).get("sizeLimit"), f"{r.urn}{where}: emptyDir {volume.get('name')}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_sandbox_container_requests_and_is_limited_to_ephemeral_storage(stack):
+    for sandbox_set in record(stack).by_type("kubernetes:agents.kruise.io/v1alpha1:SandboxSet"):
+        pod = sandbox_set.inputs["spec"]["template"]["spec"]
+        for c in [*pod.get("initContainers", []), *pod["containers"]]:
+            res = c.get("resources") or {}
+            assert (res.get("limits") or {}).get("ephemeral-storage"), f"{sandbox_set.urn}: {c['name']}"
+            assert res["requests"]["ephemeral-storage"] == res["limits"]["ephemeral-storage"], c["name"]
+
+
+def test_the_size_checks_see_a_volume_without_a_limit():
+    pod = sb.sandboxset_manifest(settings())["spec"]["template"]["spec"]
+    pod["volumes"].append({"name": "scratch", "emptyDir": {}})
+    assert [v["name"] for _, v in _empty_dirs(pod) if not v["emptyDir"].get("sizeLimit")] == ["scratch"]
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if settings(s).kind != "experiment"])
+def test_by_default_sandboxes_get_a_small_tainted_pool_of_their_own_that_the_plan_prices(stack):
+    s = settings(stack)
+    rec = record(stack)
+    pool = rec.get("alicloud:cs/nodePool:NodePool", "pools-sandbox").inputs
+    assert pool["taints"] == [{"key": SANDBOX_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]
+    assert pool["desiredSize"] == str(s.sandbox.dedicated_pool.nodes)
+    for sandbox_set in rec.by_type("kubernetes:agents.kruise.io/v1alpha1:SandboxSet"):
+        assert sandbox_set.inputs["spec"]["template"]["spec"]["nodeSelector"] == {"verl-ack/pool": "sandbox"}

@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 import pytest
 
 from components.config import SettingsError
-from components.wiring import StorageRefs, tracking_uri
+from components.wiring import StorageRefs, ray_namespace, tracking_uri
 from components.workloads import tracking as tr
 from tests.components.workloads.test_sandbox import assert_valid_core, settings
 from tests.conftest import STACKS, record
@@ -90,11 +90,11 @@ def test_service_is_cluster_internal_on_port_5000():
     assert svc["spec"]["ports"] == [{"name": "http", "protocol": "TCP", "port": 5000, "targetPort": "http"}]
 
 
-def test_port_forward_commands_use_the_rayjob_head_service_and_the_mlflow_service():
-    s = settings("multinode")
+def test_port_forward_commands_use_the_rayjob_head_service_in_the_ray_namespace_and_the_mlflow_service():
+    s = settings("multinode")  # RDMA: the Ray pods (and their head Service) live in verl-ray
     cmds = tr.port_forward_commands(s)
     assert cmds["ray_dashboard_port_forward"] == (
-        "kubectl --kubeconfig kubeconfig -n verl port-forward svc/verl-grpo-7b-2x8-head-svc 8265:8265")
+        "kubectl --kubeconfig kubeconfig -n verl-ray port-forward svc/verl-grpo-7b-2x8-head-svc 8265:8265")
     assert cmds["mlflow_port_forward"] == "kubectl --kubeconfig kubeconfig -n verl port-forward svc/mlflow 5000:5000"
 
 
@@ -140,6 +140,25 @@ def test_tracking_outputs_are_exported():
     assert out["mlflow_port_forward"] == "kubectl --kubeconfig kubeconfig -n verl port-forward svc/mlflow 5000:5000"
     assert out["ray_dashboard_port_forward"] == (
         "kubectl --kubeconfig kubeconfig -n verl port-forward svc/verl-grpo-head-svc 8265:8265")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_token_command_reads_kuberays_secret_of_the_jobs_ray_cluster_and_never_holds_a_token(stack):
+    s = settings(stack)
+    cmd = tr.port_forward_commands(s)["ray_auth_env"]
+    ns = ray_namespace(s)
+    assert cmd.startswith("export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=")
+    # the RayCluster KubeRay made for this RayJob, and the Secret it labelled with that cluster's name
+    assert f"-n {ns} get rayjob {s.job.name} -o jsonpath='{{.status.rayClusterName}}'" in cmd
+    assert f"-n {ns} get secret -l ray.io/cluster=$(" in cmd
+    assert "{.items[0].data.auth_token}' | base64 -d" in cmd
+    assert "RAY_AUTH_TOKEN=\"$(" in cmd, "the token is read at run time, not written into the output"
+
+
+def test_an_experiment_exports_the_token_command_with_its_port_forward():
+    out = record("dev-grpo").outputs
+    assert out["ray_auth_env"] == tr.port_forward_commands(settings("dev-grpo"))["ray_auth_env"]
+    assert "ray_auth_env" not in record("dev-platform").outputs
 
 
 def test_disabled_tracking_creates_no_server_and_exports_no_uri():

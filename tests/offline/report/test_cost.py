@@ -29,7 +29,8 @@ def settings(overrides: dict | None = None, stack: str = "existing-ecs") -> Sett
 
 
 def small() -> Settings:
-    """existing-ecs: 2 ECS A10 nodes, 2 system nodes, existing cluster (no ACK fee, NAT or ALB), 0.5B model."""
+    """existing-ecs: 2 ECS A10 nodes, 2 system nodes, 2 sandbox nodes, existing cluster (no ACK fee, NAT or ALB),
+    0.5B model."""
     return settings({"cost": {"prices": PRICES, "seconds_per_step": 360, "scale_down_minutes": 10},
                      "training": {"total_training_steps": 5, "save_freq": 5}})
 
@@ -44,6 +45,8 @@ def test_a_small_run_matches_the_hand_computed_total():
     gpu_disks = 2 * 200 * (65 / 60) / 730 * 0.1
     system = 2 * 1.0 * 0.5
     system_disks = 2 * 120 * 1.0 / 730 * 0.1
+    # The sandboxes' own pool (the default sandbox.dedicated_pool): 2 x ecs.g7.2xlarge with 120 GiB disks.
+    sandbox, sandbox_disks = system, system_disks
     tracking_disk = 20 * 1.0 / 730 * 0.1
     # OSS: 10 MiB dataset + P x 2 B model + one checkpoint of P x 16 B (model+optimizer+extra+hf_model), with
     # P = Qwen2.5-0.5B's 494,032,768 parameters (its config.json's shapes; the card rounds to 0.49 B).
@@ -52,8 +55,9 @@ def test_a_small_run_matches_the_hand_computed_total():
     oss = oss_gib * 1.0 / 730 * 0.02
     assert est.gpu_node_hours == pytest.approx(2 * 65 / 60)
     assert sum(est.storage_gib.values()) == pytest.approx(oss_gib)
-    assert est.total == pytest.approx(gpu + gpu_disks + system + system_disks + tracking_disk + oss)
-    assert est.total == pytest.approx(5.4286, abs=1e-4)
+    assert est.total == pytest.approx(gpu + gpu_disks + system + system_disks + sandbox + sandbox_disks
+                                      + tracking_disk + oss)
+    assert est.total == pytest.approx(6.4615, abs=1e-4)
     assert HOURS_PER_MONTH == 730 and sum(CHECKPOINT_BYTES_PER_PARAM.values()) == 16
 
 
@@ -95,6 +99,19 @@ def test_a_new_cluster_adds_the_ack_fee_nat_eip_and_the_sandbox_domain_adds_the_
     assert "ack.pro.small" in keys and not keys & {"nat_gateway_hour", "eip_hour"}
     keys = {ln.price_key for ln in estimate_cost(small(), TIMELINE).lines}
     assert not keys & {"ack.pro.small", "nat_gateway_hour", "alb_hour"}
+
+
+def test_the_sandbox_pool_is_priced_like_the_system_pool_and_only_where_it_exists():
+    lines = {ln.key: ln for ln in estimate_cost(small(), TIMELINE).lines}
+    assert lines["sandbox_nodes"].price_key == "ecs.g7.2xlarge" and lines["sandbox_nodes"].quantity == 2 * 1.0
+    assert lines["sandbox_nodes"].cost == pytest.approx(2 * 0.5)
+    assert lines["sandbox_disks"].cost == pytest.approx(2 * 120 / 730 * 0.1)
+    idle = {ln.key: ln.cost for ln in estimate_cost(small(), TIMELINE).idle_lines}
+    assert idle["sandbox_nodes"] == pytest.approx(2 * 0.5), "a stack left up keeps billing its sandbox nodes"
+    for off in ({"sandbox": {"dedicated_pool": None}}, {"sandbox": {"enabled": False}}):
+        s = settings({**off, "cost": {"prices": PRICES}, "training": {"logger": ["console"]}})
+        assert not {"sandbox_nodes", "sandbox_disks"} & {ln.key for ln in estimate_cost(s, TIMELINE).lines}, off
+    assert not any(ln.key.startswith("sandbox_") for ln in estimate_cost(load_stack("dev-grpo"), TIMELINE).lines)
 
 
 def test_steps_come_from_epochs_when_total_training_steps_is_empty():

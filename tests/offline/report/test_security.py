@@ -50,7 +50,7 @@ def test_the_network_policies_listed_are_the_recorded_ones():
     data = section().data
     names = {(p["namespace"], p["name"]) for p in data["network_policies"]}
     assert names == {("sandbox-system", "code-interpreter-isolation"), ("verl", "mlflow-ingress"),
-                     ("verl", "verl-grpo-ray-ingress")}
+                     ("verl", "verl-grpo-ray-ingress"), ("verl", "verl-grpo-ray-egress")}
     ray = next(p for p in data["network_policies"] if p["name"] == "verl-grpo-ray-ingress")
     assert ray["egress"] is None and any("8265/TCP" in r for r in ray["ingress"])
 
@@ -67,7 +67,10 @@ def test_namespaces_show_the_enforced_pod_security_level():
 
 def test_sandbox_isolation_follows_the_settings():
     base = section().data["sandbox_isolation"]
-    assert base["user"].startswith("root") and base["nodes"].startswith("the system pool")
+    assert base["user"].startswith("root") and base["nodes"].startswith("dedicated pool: 2 x")
+    assert base["disk"].startswith("ephemeral-storage 2Gi per sandbox, envd emptyDir sizeLimit 256Mi")
+    shared = section("dev", {"sandbox": {"dedicated_pool": None}}).data["sandbox_isolation"]
+    assert shared["nodes"].startswith("the system pool")
     hardened = section("dev", {"sandbox": {
         "run_as_user": 10001, "runtime_class": "runv",
         "dedicated_pool": {"instance_types": ["ecs.ebmg7.32xlarge"], "runtime_name": "Sandboxed-Container.runv"}}})

@@ -57,6 +57,15 @@ open(os.environ["JOB_RC"], "w").write(str(rc))
 
 JOINS = ["list2cmdline", "shlex.join"]
 
+# The image's Ray as the entrypoint's node wait reads it (multi-node): every node alive with 8 GPUs.
+FAKE_RAY = """
+def init(**_): pass
+def shutdown(): pass
+def nodes():
+    return [{"Alive": True, "NodeID": str(i), "NodeManagerAddress": f"10.0.0.{i}", "Resources": {"GPU": 8}}
+            for i in range(1, 3)]
+"""
+
 
 def _shims(tmp_path: Path, stack: str, join: str) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
@@ -65,8 +74,11 @@ def _shims(tmp_path: Path, stack: str, join: str) -> dict[str, str]:
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(stat.S_IRWXU)
     config = write_config_map(tmp_path, settings_for(stack)).parent
+    (tmp_path / "site" / "ray").mkdir(parents=True)
+    (tmp_path / "site" / "ray" / "__init__.py").write_text(FAKE_RAY)
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return {**env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"),
+    return {**env, "PYTHONPATH": str(tmp_path / "site"), "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "CALLS": str(tmp_path / "calls"),
             "JOB_RC": str(tmp_path / "job_rc"), "CONFIG_COPY": str(config), "RAY_JOIN": join}
 
 
@@ -97,8 +109,8 @@ def test_the_entrypoint_runs_verl_as_its_child_and_ends_with_verls_code(tmp_path
     _, manifest = build("dev", {"job": {"submission_mode": mode}})
     rc, calls = _run(tmp_path, "dev", manifest, verl_rc, join)
     assert rc == verl_rc
-    assert [c.split(" ")[:2] for c in calls] == [[ENTRY, "--tool-config=/etc/verl-ack/config/tool_config.yaml"],
-                                                ["-m", "verl_ack_model_prefetch"], ["-m", "verl.trainer.main_ppo"]]
+    assert calls[0].split(" ")[0] == ENTRY and "--tool-config=/etc/verl-ack/config/tool_config.yaml" in calls[0]
+    assert [c.split(" ")[:2] for c in calls[1:]] == [["-m", "verl_ack_model_prefetch"], ["-m", "verl.trainer.main_ppo"]]
     # The wait step and verl got exactly their own words; with no tracking server here, the only word appended is where
     # a reward worker writes a refusal (verl_ack_entrypoint.py `--refusal-dir`).
     refusal = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_ACK_REFUSAL_FILE='/mnt/oss/checkpoints/"

@@ -25,7 +25,7 @@ from components.workloads.training.rayjob import (
     rayjob_manifest,
     runtime_env_yaml,
 )
-from tests.conftest import OFFICIAL_IMAGE, stack_settings
+from tests.conftest import OFFICIAL_IMAGE, STACKS, record, stack_settings
 from tests.crd import RAYJOB_CRD
 from tests.crd import crd_errors as shared_crd_errors
 from tests.snapshot import assert_text_snapshot
@@ -91,7 +91,9 @@ def test_lifecycle_deletes_the_ray_cluster_after_the_job_and_bounds_its_time(sta
     assert spec["shutdownAfterJobFinishes"] is True
     assert spec["ttlSecondsAfterFinished"] == s.job.ttl_seconds_after_finished
     assert spec["activeDeadlineSeconds"] == s.job.active_deadline_seconds > 0
-    assert spec["backoffLimit"] == s.job.backoff_limit
+    from components.workloads.training.run_spec import backoff_limit
+
+    assert spec["backoffLimit"] == backoff_limit(s, resolve_layout(s))
     assert spec["preRunningDeadlineSeconds"] > 0  # derived from the modelled wait (test_pre_running_deadline.py)
     assert spec["submissionMode"] == s.job.submission_mode
     assert spec["rayClusterSpec"]["rayVersion"] == s.versions.ray
@@ -336,6 +338,34 @@ def test_sidecar_mode_is_refused_for_a_kuberay_that_lacks_it():
         settings_for("dev", {"versions": {"kuberay": "1.4.0"}, "job": {"pre_running_deadline_seconds": None}})
 
 
+def test_a_rayjob_without_token_authentication_is_refused():
+    _, manifest = build("dev")
+    del manifest["spec"]["rayClusterSpec"]["authOptions"]
+    _refused(manifest, r"authOptions.mode must be token")
+    _, manifest = build("dev")
+    manifest["spec"]["rayClusterSpec"]["authOptions"]["mode"] = "disabled"
+    _refused(manifest, r"authOptions.mode must be token")
+
+
+def test_token_authentication_is_refused_below_kuberay_1_5_1_and_ray_2_52():
+    _, manifest = build("dev", {"job": {"submission_mode": "K8sJobMode"}})
+    manifest["spec"].pop("preRunningDeadlineSeconds", None)  # a KubeRay 1.6 field, refused first
+    _refused(manifest, r"authOptions needs KubeRay >= 1.5.1 but versions.kuberay is 1.5.0", kuberay="1.5.0")
+    manifest["spec"]["rayClusterSpec"]["rayVersion"] = "2.51.1"
+    _refused(manifest, r"needs Ray >= 2.52.0 .*versions.ray is 2.51.1")
+    with pytest.raises(SettingsError, match=r"versions.ray 2.51.1: every RayJob sets authOptions.mode token"):
+        settings_for("dev", {"versions": {"ray": "2.51.1"}})
+    with pytest.raises(SettingsError, match=r"versions.kuberay 1.5.0: every RayJob sets authOptions.mode token"):
+        settings_for("dev", {"versions": {"kuberay": "1.5.0"}, "job": {"pre_running_deadline_seconds": None}})
+
+
+def test_the_rayjob_names_no_token_secret_so_kuberay_makes_one_no_one_else_knows(stack_name):
+    _, manifest = build(stack_name)
+    assert manifest["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}
+    text = yaml.safe_dump(manifest)
+    assert "RAY_AUTH_TOKEN" not in text and "auth_token" not in text, "KubeRay injects the token from its Secret"
+
+
 def test_pre_running_deadline_is_refused_before_kuberay_1_6():
     _, manifest = build("dev", {"job": {"submission_mode": "K8sJobMode"}})
     _refused(manifest, r"preRunningDeadlineSeconds needs KubeRay >= 1.6.0", kuberay="1.5.1")
@@ -436,3 +466,73 @@ def test_dev_entrypoint_matches_itsassert_text_snapshot():
 def test_dev_rayjob_manifest_matches_itsassert_text_snapshot():
     _, manifest = build("dev")
     assert_text_snapshot("dev.rayjob.yaml", yaml.safe_dump(manifest, sort_keys=False, width=120))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_recorded_rayjob_of_every_stack_authenticates_with_a_token_and_fits_the_crd(stack):
+    """Over what the program hands the engine (experiments and every sweep variant included), not the builder."""
+    for job in record(stack).by_type("kubernetes:ray.io/v1:RayJob"):
+        manifest = {k: job.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        assert manifest["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}, job.urn
+        assert crd_errors(manifest) == [], job.urn
+
+
+def _token_literals(value, where: str = "") -> list[str]:
+    """Where a rendered value could carry a Ray token: an env var RAY_AUTH_TOKEN with a literal value, or an
+    `auth_token` key (KubeRay's Secret key) with one, anywhere (pod env, ConfigMaps, Secrets, chart values)."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        if value.get("name") == "RAY_AUTH_TOKEN" and "value" in value:
+            out.append(f"{where}: env RAY_AUTH_TOKEN")
+        if "auth_token" in value:
+            out.append(f"{where}.auth_token")
+        for k, v in value.items():
+            out += _token_literals(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _token_literals(v, f"{where}[{i}]")
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_ray_token_is_rendered_anywhere_in_any_stack(stack):
+    """The token lives in KubeRay's Secret only: no resource input and no stack output carries one."""
+    rec = record(stack)
+    for r in rec.resources:
+        assert _token_literals(r.inputs) == [], r.urn
+    assert _token_literals(rec.outputs) == []
+    if "ray_auth_env" in rec.outputs:  # the command reads the Secret at run time
+        assert 'RAY_AUTH_TOKEN="$(' in rec.outputs["ray_auth_env"]
+    assert _token_literals({"env": [{"name": "RAY_AUTH_TOKEN", "value": "x"}]}) == [".env[0]: env RAY_AUTH_TOKEN"]
+
+
+def test_the_entrypoints_node_wait_names_the_worker_group_the_rayjob_renders():
+    from components.workloads.training.rayjob import WORKER_GROUP
+    from components.workloads.training.runs import RAY_WORKER_GROUP, node_wait_seconds
+
+    assert RAY_WORKER_GROUP == WORKER_GROUP
+    s, manifest = build("multinode")
+    assert manifest["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["groupName"] == RAY_WORKER_GROUP
+    words = manifest["spec"]["entrypoint"].split()
+    # Bounded by the pre-running deadline KubeRay enforces on the same Ray cluster.
+    assert f"--node-wait-seconds={manifest['spec']['preRunningDeadlineSeconds']}" in words
+    assert node_wait_seconds(s) == manifest["spec"]["preRunningDeadlineSeconds"]
+
+
+def test_the_multinode_run_retries_a_lost_node_and_a_single_node_or_an_evaluation_does_not(stack_name):
+    from components.workloads.training.run_spec import backoff_limit
+
+    s, manifest = build(stack_name)
+    L = resolve_layout(s)
+    t = s.training
+    midway = t.save_freq > 0 and (t.total_training_steps is None or t.total_training_steps > t.save_freq)
+    assert manifest["spec"]["backoffLimit"] == (1 if L.nodes > 1 and midway and s.job.backoff_limit is None
+                                                else (s.job.backoff_limit or 0))
+    if stack_name == "multinode":
+        assert manifest["spec"]["backoffLimit"] >= 1
+        # ...resuming from the run's newest checkpoint: resume_mode auto on its own folder.
+        assert "trainer.resume_mode=resume_path" not in manifest["spec"]["entrypoint"]
+        evaluation = settings_for("multinode", {"training": {"val_only": True}})
+        assert backoff_limit(evaluation, resolve_layout(evaluation)) == 0
+        off = settings_for("multinode", {"job": {"backoff_limit": 0}})
+        assert backoff_limit(off, resolve_layout(off)) == 0

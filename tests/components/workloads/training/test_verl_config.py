@@ -8,6 +8,7 @@ import ast
 import copy
 import importlib.util
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -458,3 +459,54 @@ def test_a_family_without_the_switch_writes_no_chat_template_kwargs(tmp_path, ve
     cfg = compose_job(tmp_path, settings_for("dev"))  # Qwen2.5-3B
     assert OmegaConf.to_container(cfg.data.apply_chat_template_kwargs) == {}
     assert cfg.actor_rollout_ref.rollout.multi_turn.format == "hermes"
+
+
+# --------------------------------------------------------------------------------------------- runs and checkpoints
+def test_a_branch_from_another_runs_checkpoint_reaches_verl_as_resume_path(tmp_path, verl_config_package):
+    src = "checkpoints/gsm8k-tool-agent/sft-base/global_step_40/"
+    s = settings_for("dev", {"training": {"experiment_name": "branch-lr2", "resume_from": src}})
+    cfg = compose_job(tmp_path, s)
+    assert cfg.trainer.resume_mode == "resume_path"
+    vol = oss_volumes(s)["checkpoints"]
+    assert cfg.trainer.resume_from_path == f"{vol.mount_path}/gsm8k-tool-agent/sft-base/global_step_40"
+    # verl reads the step from the folder's name (trainer_base.py _load_checkpoint asserts "global_step_" in it).
+    assert "global_step_" in cfg.trainer.resume_from_path
+    # Its own checkpoints go to its own folder, which the entrypoint continues from on a retry.
+    assert cfg.trainer.default_local_dir.endswith("/branch-lr2")
+
+
+def test_without_resume_from_a_rerun_of_the_same_names_continues_its_newest_checkpoint(
+        stack_name, tmp_path, verl_config_package):
+    cfg = compose_job(tmp_path, settings_for(stack_name))
+    assert cfg.trainer.resume_mode == "auto" and cfg.trainer.resume_from_path is None
+
+
+def test_an_evaluation_only_run_reaches_verl_with_no_training_step(tmp_path, verl_config_package):
+    s = settings_for("dev", {"training": {"val_only": True, "total_training_steps": 0}})
+    cfg = compose_job(tmp_path, s)
+    # verl reads val_only inside its val_before_train block only (trainer/ppo/v1/trainer_base.py fit).
+    assert cfg.trainer.val_only is True and cfg.trainer.val_before_train is True
+    assert cfg.trainer.total_training_steps == 0
+
+
+def test_checkpoint_retention_reaches_verl(tmp_path, verl_config_package):
+    cfg = compose_job(tmp_path, settings_for("dev", {"training": {"max_actor_ckpt_to_keep": 2}}))
+    assert cfg.trainer.max_actor_ckpt_to_keep == 2
+
+
+@pytest.mark.parametrize("training,match", [
+    ({"total_training_steps": 0}, "training.val_only"),
+    ({"resume_from": "checkpoints/p/e/"}, "global_step_<N>/"),
+    ({"resume_from": "models/p/e/global_step_4/"}, "storage.checkpoints_prefix"),
+])
+def test_a_run_that_cannot_start_where_it_says_is_refused_naming_the_setting(training, match):
+    from components.config import SettingsError
+
+    with pytest.raises((SettingsError, ValueError), match=re.escape(match)):
+        settings_for("dev", {"training": training})
+
+
+def test_the_entrypoints_checkpoint_tracker_is_the_file_verl_writes():
+    entry = importlib.import_module("agent_tools.verl_ack_entrypoint")
+    text = (VERL / "utils" / "checkpoint" / "checkpoint_manager.py").read_text()
+    assert f'"{entry.CHECKPOINT_TRACKER}"' in text and "def get_checkpoint_tracker_filename" in text
