@@ -7,6 +7,8 @@ state; a Create of an object that survived fails with "already exists" unless it
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from components.cloud.guards import GUARDED_TYPES
@@ -76,7 +78,9 @@ def test_a_second_up_after_a_teardown_creates_nothing_that_already_exists(stack)
 
 
 def test_the_model_catches_a_retained_namespace_on_an_existing_cluster():
-    rec = record("existing-ecs")
+    # A copy: the recording is shared by every test of this process (tests/render_cache.py), which must not see the
+    # Namespace this test makes of the patch.
+    rec = copy.deepcopy(record("existing-ecs"))
     [patch] = [r for r in rec.resources if r.name == "addons-kuberay-namespace"]
     assert patch.type == "kubernetes:core/v1:NamespacePatch" and len(patch.options["aliases"]) == 1, patch.urn
     patch.type, patch.options["retain_on_delete"] = "kubernetes:core/v1:Namespace", True  # as it was

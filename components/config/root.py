@@ -28,6 +28,7 @@ from components.config.rules import Problems, rule
 from components.config.runs import run_start_problems
 from components.config.sandbox import SandboxSettings, manager_image_problem
 from components.config.sharing import LogSettings, QueueSettings
+from components.config.stack_kind import stack_kind_problems
 from components.config.task import TaskSettings, task_stack_problems
 from components.config.training import DatasetSettings, JobSettings, ModelSettings, TrackingSettings, TrainingSettings
 from components.config.types import (
@@ -45,8 +46,6 @@ from components.config.types import (
 VERL_IMAGE_ENGINE = re.compile(r"verlai/verl:(vllm|sgl)[0-9]")
 # /dev/shm when job.shm_gib is empty (components/workloads/training/rayjob.py shm_gib uses the same numbers).
 SHM_DEFAULT_MAX_GIB = 64
-# A fully qualified stack name, as `pulumi.StackReference` takes it: <organization>/<project>/<stack>.
-PLATFORM_STACK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 StackKind = Literal["single", "platform", "experiment"]
 # What a credential in job.env looks like: a name that says so, or a value with a well-known token prefix
 # (Hugging Face hf_, GitHub ghp_/gho_/github_pat_, OpenAI-style sk-, Alibaba Cloud AccessKey LTAI, AWS AKIA,
@@ -121,41 +120,7 @@ class Settings(Strict):
     @rule
     def _stack_kind(self) -> Problems:
         """Rules of the platform/experiment split (components/platform.py, components/experiment.py)."""
-        if self.kind == "experiment":
-            if not self.platform_stack:
-                yield "platform_stack", (
-                    "kind=experiment needs platform_stack: the platform stack's fully qualified name "
-                    "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
-            elif not PLATFORM_STACK.fullmatch(self.platform_stack):
-                yield "platform_stack", (
-                    f"platform_stack {self.platform_stack!r} is not a fully qualified stack name: write "
-                    "<organization>/<project>/<stack>, e.g. organization/verl-ack/dev-platform")
-            elif self.platform_stack.split("/")[1] != PROJECT:
-                yield "platform_stack", (
-                    f"platform_stack {self.platform_stack!r} names the project "
-                    f"{self.platform_stack.split('/')[1]!r}; the platform is a stack of this project: "
-                    f"write <organization>/{PROJECT}/<stack>")
-        elif self.platform_stack is not None:
-            yield "platform_stack", (
-                f"platform_stack is read only by kind=experiment (this stack is kind={self.kind}); remove "
-                "it or set kind: experiment")
-        if self.kind == "experiment" and self.sandbox.domain:
-            yield "sandbox.domain", (
-                "sandbox.domain belongs to the platform stack (its ALB and certificate); an experiment "
-                "reads the platform's MCP URL instead: remove sandbox.domain and sandbox.dns_zone here")
-        if self.kind != "single" and self.storage.auth != "rrsa":
-            yield "storage.auth", (
-                f"kind={self.kind} needs storage.auth: rrsa: an experiment's pods reach the platform's "
-                "bucket through their own RRSA roles, and no AccessKey Secret crosses stacks")
-        if self.kind == "single" and self.gpu_pool.owner == "platform":
-            yield "gpu_pool.owner", (
-                "gpu_pool.owner: platform applies to split stacks (kind platform and experiment); a single "
-                "stack owns its GPU pool anyway: remove gpu_pool.owner, or split the stack (docs/stacks.md)")
-        if self.kind == "platform" and self.image.source == "built" and not self.image.digest:
-            yield "image.digest", (
-                "kind=platform with image.source=built needs image.digest (sha256:...): experiments run "
-                "the image the platform exports, pinned by digest so a re-pushed tag cannot change it; "
-                "copy it from the image workflow's output")
+        yield from stack_kind_problems(self)
 
     @rule
     def _task(self) -> Problems:
