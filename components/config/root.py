@@ -1,6 +1,4 @@
-"""The root `Settings` model: every section, and the rules that span sections.
-
-Longer than 500 lines because each rule that spans sections reads several of them; one model keeps them together."""
+"""The root `Settings` model: every section, and the rules that span sections."""
 
 from __future__ import annotations
 
