@@ -6,6 +6,11 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
+# verl's own validate_config for one stack, where torch and Ray are installed (VENV with verl's dependencies).
+.PHONY: verl-validate
+verl-validate:
+	$(PY) tools/verl_validate.py --stack $(STACK)
+
 .PHONY: setup plan plans task-check test lint lint-workflows schemas schema urns bench clean runtime-check runtime lock torch
 
 # The first run downloads ~1 GB of pinned wheels (a few minutes; `make test` adds torch, requirements-torch.txt): each step says what it does, and pip shows

@@ -47,6 +47,7 @@ from components.workloads.data import DataArgs, DataJobs
 from components.workloads.prepull import ImagePrepull
 from components.workloads.task_files import TaskFiles, local_task_files
 from components.workloads.training.component import TrainingJob, TrainingJobArgs
+from components.workloads.training.verl_compose import refuse_uncomposable
 
 PLATFORM_REFERENCE = "platform"  # logical name of the StackReference
 K8S_PROVIDER = "platform-k8s"  # the experiment's Kubernetes provider, on the platform's cluster
@@ -142,6 +143,8 @@ def build_experiment(settings: Settings, layout: Layout, secrets: Secrets, tags:
     pools, identity, add-ons and services are used directly and waited for; without it (an experiment stack)
     everything platform-side comes from `refs` and is already up."""
     s = settings
+    # verl composes the job's config (training.verl_overrides included) before anything of the experiment exists.
+    refuse_uncomposable(s, layout, [(v.settings, v.layout) for v in variants(s)])
     if local is not None:
         pools: NodePools | None = local.pools  # a single stack's `pools` holds the GPU pool too
         identity = local.identity.workload

@@ -32,9 +32,11 @@ from components.config import (
 from components.config.sharing import experiment_on_platform_problems
 from components.config.task import task_root
 from components.experiment import IdentityError, check_experiment_identity
-from components.model import parse_settings
+from components.model import parse_settings, resolve_layout
+from components.sweep import variants
 from components.task_check import require_task
 from components.wiring import ray_namespace
+from components.workloads.training.verl_compose import refuse_uncomposable
 from offline import base_ref, day2, review
 from offline.engine import Recording, StackOutputs, run_program
 from offline.report import plan_sections
@@ -388,6 +390,8 @@ def _build_plan(path: Path, stack: str, out: Path, secret_values: dict[str, str]
     raw = raw_settings(path)
     settings = parse_settings(raw)
     require_task(settings)  # the task's CPU proof (components/task_check.py): exit 2 naming task.* on a problem
+    if settings.kind != "platform":  # verl composes the job's config, overrides included, before the program runs
+        refuse_uncomposable(settings, resolve_layout(settings), [(v.settings, v.layout) for v in variants(settings)])
     config, secret_keys, _ = stack_config(path, secret_values)
     platform = render_platform(settings, secret_values) if settings.kind == "experiment" else None
     try:  # a copied experiment stack file: refused before anything runs, as the preview refuses it

@@ -288,13 +288,14 @@ class Settings(Strict):
                 f"gpu_pool.memory_gib_per_node {self.gpu_pool.memory_gib_per_node} leaves the Ray pod {pod_gib} GiB after "
                 f"{GPU_NODE_RESERVED_MEMORY_GIB} GiB for node daemons, too little for its /dev/shm; give the node's real "
                 "memory (GPU nodes have hundreds of GiB)")
-        shipped = VERL_IMAGE_ENGINE.match(self.versions.verl_image)
-        engine = self.training.rollout_engine
-        if self.image.source == "official" and shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
+        # Every image source runs on versions.verl_image: pulled, or built FROM it (image/Dockerfile's BASE_IMAGE).
+        shipped, engine = VERL_IMAGE_ENGINE.match(self.versions.verl_image), self.training.rollout_engine
+        if shipped and {"vllm": "vllm", "sgl": "sglang"}[shipped.group(1)] != engine:
+            built = " (built FROM it: --build-arg BASE_IMAGE=<sglNNN image>)" if self.image.source == "built" else ""
             yield "training.rollout_engine", (
                 f"training.rollout_engine {engine} does not run on versions.verl_image {self.versions.verl_image}, "
-                f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}; pick the matching verlai/verl "
-                "image (vllmNNN.* or sglNNN.*) or change the engine")
+                f"which ships {'vLLM' if shipped.group(1) == 'vllm' else 'SGLang'}{built}; pick the matching "
+                "verlai/verl image (vllmNNN.* or sglNNN.*) or change the engine")
 
     @rule
     def _sharing(self) -> Problems:

@@ -9,12 +9,20 @@ from typing import Literal, Optional
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from components.config.models import CUSTOM, FAMILIES, PRESET_NAMES, PRESETS, CustomModelSettings
+from components.config.recipes import (
+    ADV_ESTIMATORS,
+    CriticSettings,
+    DapoSettings,
+    VerlScalar,
+    apply_recipe,
+)
 from components.config.sharing import Coefficient, Rate, SampleCount, SweepSettings
 from components.config.types import (
     INT64_MAX,
     Cidr,
     CpuQuantity,
     Dns1123Label,
+    DottedKeyPath,
     EnvValue,
     EnvVarName,
     ExtendedResourceName,
@@ -99,6 +107,16 @@ class ModelSettings(Strict):
     ppo_micro_batch_size_per_gpu: int | None = Field(None, ge=1, le=1 << 20, description="Override: actor micro batch per GPU.")
     log_prob_micro_batch_size_per_gpu: int | None = Field(
         None, ge=1, le=1 << 20, description="Override: log-prob micro batch per GPU.")
+    lora_rank: int = Field(
+        0, ge=0, le=512, description="LoRA rank of the actor (verl's actor_rollout_ref.model.lora_rank); 0 = full "
+        "fine-tuning. With LoRA the frozen base keeps its fp32 shard but only the adapters have gradients and Adam "
+        "state (the memory estimate counts both), the reference policy is the base with the adapters off, and vLLM "
+        "serves the adapter (verl sets max_loras 1, max_lora_rank = this; at most 512, vLLM's largest MaxLoRARanks, "
+        "verl workers/rollout/vllm_rollout/utils.py).")
+    lora_alpha: int = Field(16, ge=1, le=1 << 16, description="LoRA alpha (model.lora_alpha; verl's default 16).")
+    target_modules: Literal["all-linear"] | list[PlainName] = Field(
+        "all-linear", description="Modules the adapters wrap (model.target_modules): `all-linear` (verl's default: "
+        "q/k/v/o and the MLP's gate/up/down projections) or a list of module names such as [q_proj, v_proj].")
 
     @model_validator(mode="after")
     def _custom_model(self) -> "ModelSettings":
@@ -163,8 +181,32 @@ class AnswerToolSettings(Strict):
 
 
 class TrainingSettings(Strict):
-    algorithm: Literal["grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "grpo_passk", "gpg"] = Field(
-        "grpo", description="verl algorithm.adv_estimator.")
+    recipe: Literal["grpo", "dapo"] = Field(
+        "grpo", description="`grpo`: the settings as they are. `dapo`: verl's DAPO recipe (training.dapo: "
+        "clip-higher, dynamic sampling with filter_groups and gen_batch_size, token-mean loss, the dapo reward "
+        "manager with its overlong buffer, no KL), each key overridable there or in verl_overrides.")
+    algorithm: Literal[ADV_ESTIMATORS] = Field(  # type: ignore[valid-type]
+        "grpo", description="verl algorithm.adv_estimator (any estimator verl 0.9.1 ships). `gae` is PPO with a "
+        "critic, configured in training.critic and counted in the memory estimate.")
+    critic: CriticSettings = Field(
+        default_factory=CriticSettings, description="The critic of training.algorithm: gae (ignored otherwise).")
+    dapo: DapoSettings = Field(
+        default_factory=DapoSettings, description="DAPO's keys, used with training.recipe: dapo (ignored otherwise).")
+    temperature: float = Field(
+        1.0, ge=0, le=100, description="actor_rollout_ref.rollout.temperature of the training rollouts (verl's 1.0).")
+    top_p: float = Field(1.0, gt=0, le=1, description="actor_rollout_ref.rollout.top_p (verl's 1.0).")
+    val_temperature: float = Field(
+        0.0, ge=0, le=100, description="rollout.val_kwargs.temperature: 0 (the default) validates greedily, so scores "
+        "compare across runs; the v1 agent loop reads only val_kwargs temperature/top_p/top_k.")
+    val_top_p: float = Field(1.0, gt=0, le=1, description="rollout.val_kwargs.top_p (verl's 1.0).")
+    verl_overrides: dict[DottedKeyPath, VerlScalar | list | dict] = Field(
+        default_factory=dict, max_length=256,
+        description="Any other verl key, as `dotted.key: value` (e.g. `actor_rollout_ref.actor.clip_ratio_c: 10`). "
+        "plan.py composes the job's whole config against the installed verl config tree in Hydra's struct mode: a "
+        "key verl does not have is refused naming the nearest one; a key the program owns (paths, GPUs and nodes, "
+        "tool and reward config) or one a setting already writes is refused naming the setting. Scalars go on the "
+        "command line, lists and mappings into the trainer file; they are listed in plan.md and part of the "
+        "config hash that replaces the job.")
     train_batch_size: int = Field(16, ge=1, le=1 << 20, description="Prompts per step (data.train_batch_size).")
     ppo_mini_batch_size: int = Field(8, ge=1, le=1 << 20, description="Prompts per PPO mini batch (actor.ppo_mini_batch_size).")
     rollout_n: SampleCount = Field(16, description="Responses sampled per prompt (rollout.n).")
@@ -182,8 +224,9 @@ class TrainingSettings(Strict):
     ppo_max_token_len_per_gpu: int = Field(16384, ge=256, le=1 << 26, description="Token budget per GPU when use_dynamic_bsz.")
     ulysses_sequence_parallel_size: int = Field(1, ge=1, le=4096, description="Ulysses sequence parallel size of the actor.")
     total_training_steps: int | None = Field(
-        1, ge=0, le=INT64_MAX, description="Stop after this many steps (empty = epochs decide; 0 only with "
-        "training.val_only).")
+        None, ge=0, le=INT64_MAX, description="Stop after this many steps. Empty = verl's own: total_epochs x steps "
+        "per epoch (train rows // train_batch_size, the dataloader drops the last partial batch); the plan's time "
+        "and cost use the same count. 0 only with training.val_only.")
     total_epochs: int = Field(1, ge=1, le=1 << 20, description="Epochs over the train set.")
     save_freq: int = Field(
         1, ge=-1, le=INT64_MAX, description="Checkpoint every N steps (-1 = never; a last-step checkpoint is written when > 0).")
@@ -261,6 +304,24 @@ class TrainingSettings(Strict):
                     TrainingSettings.model_validate({**base, **overrides})
                 except ValueError as err:
                     raise ValueError(f"training.sweep variant {overrides} is not valid: {err}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _recipe(self) -> "TrainingSettings":
+        apply_recipe(self)  # components/config/recipes.py: DAPO's defaults and rules
+        return self
+
+    @model_validator(mode="after")
+    def _token_budget(self) -> "TrainingSettings":
+        # verl's dynamic batching packs whole sequences into a budget per GPU and asserts max_token_len >=
+        # max_seq_len (utils/seqlen_balancing.py get_seqlen_balanced_partitions' caller), mid-run.
+        seq = self.max_prompt_length + self.max_response_length
+        if self.use_dynamic_bsz and self.ppo_max_token_len_per_gpu * self.ulysses_sequence_parallel_size < seq:
+            raise ValueError(
+                f"ppo_max_token_len_per_gpu {self.ppo_max_token_len_per_gpu} (x sequence parallel "
+                f"{self.ulysses_sequence_parallel_size}) is below one sequence, max_prompt_length + max_response_length = "
+                f"{seq}: verl asserts the budget covers the longest sequence (utils/seqlen_balancing.py) after the first "
+                f"rollout; raise it to at least {seq} (verl's examples use 2-3x)")
         return self
 
     @model_validator(mode="after")

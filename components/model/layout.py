@@ -1,6 +1,9 @@
 """GPU layout planner: resolve the model preset against the stack, then check verl's and vLLM's start-up
 rules and a per-GPU memory estimate before anything is paid for.
 
+Longer than 500 lines because the memory estimate's terms (the actor's, the critic's, LoRA's) and the rules that
+compare them with the GPU read the same resolved layout; one module keeps each term next to the check that uses it.
+
 Rules are numbered as in `../shared/research/verl_kuberay_agents.md` §3 "Start-up checks" (read from
 verl's `utils/config.py::validate_config`, `workers/fsdp_workers.py`, `workers/config/*.py`,
 `experimental/agent_loop/agent_loop.py`). Rules the program satisfies by construction (it always emits
@@ -17,6 +20,7 @@ from typing import Literal
 
 from components.config import Settings
 from components.config.models import ModelPreset
+from components.config.recipes import GROUP_ESTIMATORS
 from components.config.task import train_rows
 from components.model.presets import allowed_rollout_tp, preset_of, vllm_tp_ok
 
@@ -25,13 +29,28 @@ GIB = 1024**3
 # on an H200 with torch 2.11, NCCL 2.28; more with real NCCL peers and vLLM's sleeping process beside it).
 RUNTIME_OVERHEAD_GIB = 2.5
 # Fitted to tools/measure_memory.py runs of verl's actor step (components/model/memory_calibration.json,
-# docs/memory.md): what the caching allocator reserves beyond the peak it hands out, as a fraction of that
-# peak, plus a fixed reserve, plus bytes per embedding/LM-head parameter (the unsharded root FSDP unit's
-# odd-sized blocks). With these the reserved part of the estimate is 1.00-1.12x the measured peak reserved on
-# every point that ran (the bound is 1.00-1.15x, components/model/memory_calibration.py).
-ALLOCATOR_SLACK = 0.13
-ALLOCATOR_RESERVE_GIB = 1.25
-ROOT_UNIT_SLACK_BYTES = 6.0
+# docs/memory.md) by memory_calibration.fit_allocator (a test holds these equal to its result): what the caching
+# allocator reserves beyond the peak it hands out, as a fraction of that peak, plus a fixed reserve, plus bytes per
+# embedding/LM-head parameter (the unsharded root FSDP unit's odd-sized blocks), plus a share of the largest logits
+# block. Every other term is derived from the mechanism. The leave-one-out test holds each point within
+# 1.00-1.15x with the constants fitted without it.
+ALLOCATOR_SLACK = 0.12
+ALLOCATOR_RESERVE_GIB = 1.0743
+ROOT_UNIT_SLACK_BYTES = 7.0
+# The caching allocator's blocks left over by the step's largest transient tensors, the vocabulary-wide logits of a
+# micro batch (bf16, with their fp32 log-softmax chunks): a share of the largest logits block (update or log-prob).
+LOGITS_SLACK_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class AllocatorFit:
+    """The four fitted constants of the estimate (everything else is derived from the mechanism); the leave-one-out
+    test refits them without each calibration point in turn (components/model/memory_calibration.py)."""
+
+    slack: float = ALLOCATOR_SLACK
+    reserve_gib: float = ALLOCATOR_RESERVE_GIB
+    root_unit_bytes: float = ROOT_UNIT_SLACK_BYTES
+    logits_share: float = LOGITS_SLACK_SHARE
 WARN_FRACTION = 0.90  # warn when the estimated peak passes 90 % of a GPU
 RAY_CPUS_PER_GPU = 3  # verl's placement-group bundle is {CPU: 3, GPU: 1} (single_controller/ray/base.py)
 NODE_RESERVED_CPUS = 4  # kubelet, CSI fuse pods, device plugin, logging daemons
@@ -56,7 +75,8 @@ BY_CONSTRUCTION = {
     "2/6 micro batches": "exactly one of ppo_micro_batch_size / _per_gpu (and log-prob) is always emitted: the _per_gpu form",
     "4 deprecated total micro batch": "the deprecated total micro batch keys are never emitted",
     "9 loss_agg_mode": "training.loss_agg_mode is a closed enum in the settings model",
-    "10 val_kwargs": "validation uses greedy decoding (do_sample=False), so no temperature rule applies",
+    "10 val_kwargs": "validation samples with training.val_temperature/val_top_p (0 = greedy by default); the v1 "
+                      "agent loop reads only val_kwargs temperature/top_p/top_k, so no do_sample rule applies",
     "11 sp needs remove_padding": "model.use_remove_padding=True is always emitted",
     "12 hybrid_engine": "actor_rollout_ref.hybrid_engine keeps verl's default True (never overridden)",
     "13 resume_path": "trainer.resume_mode=auto is always emitted",
@@ -123,6 +143,11 @@ class Layout:
     model_copy_gib: int
     uses_ref: bool
     memory: MemoryEstimate
+    # PPO with a critic (training.algorithm: gae): the critic's micro batch per GPU (its setting, else the actor's).
+    uses_critic: bool = False
+    critic_micro_batch_size_per_gpu: int = 0
+    # Defaults the layout changed so the preset fits the stack (shown as warnings, e.g. a capped micro batch).
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -157,9 +182,22 @@ def model_prefetch_gib(s: Settings) -> int:
     return size if on else 0
 
 
+def lora_params(arch, rank: int, target_modules) -> int:
+    """Trainable LoRA parameters: rank x (in + out) per wrapped linear layer of every decoder layer (PEFT's A and B
+    matrices). `all-linear` wraps q/k/v/o and gate/up/down (never the LM head); a list wraps the names it gives."""
+    if not rank:
+        return 0
+    h, q, kv, inter = arch.hidden_size, arch.q_size, arch.kv_size, arch.intermediate_size
+    sizes = {"q_proj": h + q, "k_proj": h + kv, "v_proj": h + kv, "o_proj": q + h,
+             "gate_proj": h + inter, "up_proj": h + inter, "down_proj": inter + h}
+    names = sizes if target_modules == "all-linear" else [n for n in target_modules if n in sizes]
+    return arch.layers * rank * sum(sizes[n] for n in names)
+
+
 def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, param_offload: bool,
                     optimizer_offload: bool, ref_offload: bool, gpu_mem_util: float, micro: int,
-                    uses_ref: bool) -> MemoryEstimate:
+                    uses_ref: bool, critic: bool = False, critic_micro: int = 0,
+                    fit: AllocatorFit | None = None) -> MemoryEstimate:
     """Per-GPU memory of the two phases that peak in a verl hybrid-engine step.
 
     Training phase, as verl 0.9.1's FSDP engine runs it (calibrated against tools/measure_memory.py, see
@@ -191,36 +229,69 @@ def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, pa
     tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz else micro * seq) / sp
     log_prob_tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz else log_prob_micro * seq) / sp
 
-    actor_states = 16 * p / world
-    adam_step = 4 * p / world
+    # LoRA (model.lora_rank): the base stays in its fp32 shard, frozen (no gradient, no Adam state); only the
+    # adapters train, so they alone carry the 12 extra bytes and the optimizer step's temporary, and the embedding
+    # (frozen) gets no fp32 gradient in the root unit.
+    lora = lora_params(a, s.model.lora_rank, s.model.target_modules)
+    trainable = lora if lora else p
+    actor_states = 4 * (p + lora) / world + 12 * trainable / world
+    adam_step = 4 * trainable / world
     logits = tokens * vocab * 2
     checkpoints = layers * tokens * h * 2
     # One layer's recompute: six hidden-wide and six query-wide bf16 tensors per token (q_size = heads x head_dim
     # equals the hidden size in Qwen2; Qwen3's head_dim 128 makes it wider or narrower) and four MLP-wide ones.
     layer_work = tokens * (h * 6 + a.q_size * 6 + a.intermediate_size * 4) * 2
-    root_unit = embed * (2 + 4)
-    update = actor_states + max(logits + checkpoints + layer_work + root_unit, adam_step)
-    log_prob = ((4 if optimizer_offload else 12) * p / world + log_prob_tokens * vocab * 2 + embed * 2
-                + log_prob_tokens * h * 16)
-    allocated = max(update, log_prob)
-    slack = ALLOCATOR_SLACK * allocated + ALLOCATOR_RESERVE_GIB * GIB + ROOT_UNIT_SLACK_BYTES * embed
+    root_unit = embed * (2 + (0 if lora else 4))
+    # What the actor keeps on the GPU while it does not compute (fp32 parameters and Adam's moments; gradients are
+    # freed after each step), unless offloaded.
+    resident_actor = (0 if param_offload else 4 * (p + lora) / world) + (
+        0 if optimizer_offload else 8 * trainable / world)
+
+    # The critic (PPO, training.algorithm: gae) shares the GPUs (verl's colocated worker group): the actor's model
+    # with a one-output value head in place of the LM head (AutoModelForTokenClassification), its own fp32
+    # parameters, gradients and Adam moments; no vocabulary-wide logits. Its own update and value forward run while
+    # the actor's state stays resident, and the actor's phases run beside the critic's resident state.
+    critic_p = p - (0 if a.tie_word_embeddings else vocab * h) + h
+    critic_embed = vocab * h
+    critic_resident = critic_phase = 0.0
+    if critic:
+        c = s.training.critic
+        c_tokens = (t.ppo_max_token_len_per_gpu if t.use_dynamic_bsz else critic_micro * seq) / sp
+        c_work = layers * c_tokens * h * 2 + c_tokens * (h * 6 + a.q_size * 6 + a.intermediate_size * 4) * 2
+        critic_update = 16 * critic_p / world + max(c_work + critic_embed * 6, 4 * critic_p / world)
+        critic_values = ((4 if c.optimizer_offload else 12) * critic_p / world + critic_embed * 2
+                         + c_tokens * h * 16)
+        critic_resident = (0 if c.param_offload else 4 * critic_p / world) + (
+            0 if c.optimizer_offload else 8 * critic_p / world)
+        critic_phase = max(critic_update, critic_values) + resident_actor
+    update = actor_states + max(logits + checkpoints + layer_work + root_unit, adam_step) + critic_resident
+    log_prob = (4 * (p + lora) / world + (0 if optimizer_offload else 8 * trainable / world)
+                + log_prob_tokens * vocab * 2 + embed * 2 + log_prob_tokens * h * 16 + critic_resident)
+    allocated = max(update, log_prob, critic_phase)
+    fit = fit or AllocatorFit()
+    slack = (fit.slack * allocated + fit.reserve_gib * GIB + fit.root_unit_bytes * embed
+             + fit.logits_share * max(logits, log_prob_tokens * vocab * 2))
     reserved = (allocated + slack) / GIB
     train = reserved + RUNTIME_OVERHEAD_GIB
 
-    resident_actor = (0 if param_offload else 4 * p / world) + (0 if optimizer_offload else 8 * p / world)
-    resident_ref = 0 if (ref_offload or not uses_ref) else 2 * p / world
+    # With LoRA verl's reference policy is the actor with its adapters off (ref_in_actor): no reference model.
+    resident_ref = 0 if (ref_offload or not uses_ref or lora) else 2 * p / world
     share = gpu_mem_util * gpu
-    rollout = (resident_actor + resident_ref) / GIB + share + RUNTIME_OVERHEAD_GIB
-    vllm_weights = 2 * p / tp / GIB
+    rollout = (resident_actor + resident_ref + critic_resident) / GIB + share + RUNTIME_OVERHEAD_GIB
+    # vLLM holds the adapter in bf16 beside the base weights (verl: max_loras 1, max_lora_rank = lora_rank).
+    vllm_weights = (2 * p + 2 * lora) / tp / GIB
 
     gpus_per_node = s.gpu_pool.gpus_per_node
     host = 0.0
     if param_offload:
         host += 4 * p / world
     if optimizer_offload:
-        host += 8 * p / world
-    if ref_offload and uses_ref:
+        host += 8 * trainable / world
+    if ref_offload and uses_ref and not lora:
         host += 2 * p / world
+    if critic:
+        host += (4 * critic_p / world if s.training.critic.param_offload else 0) + (
+            8 * critic_p / world if s.training.critic.optimizer_offload else 0)
     return MemoryEstimate(
         gpu_gib=gpu,
         train_gib=round(train, 2),
@@ -238,7 +309,10 @@ def estimate_memory(s: Settings, preset: ModelPreset, *, world: int, tp: int, pa
             "root_unit_unsharded": round(root_unit / GIB, 2),
             "log_prob_phase": round(log_prob / GIB, 2),
             "allocator_slack": round(slack / GIB, 2),
-            "resident_during_rollout": round((resident_actor + resident_ref) / GIB, 2),
+            "resident_during_rollout": round((resident_actor + resident_ref + critic_resident) / GIB, 2),
+            **({"critic_resident": round(critic_resident / GIB, 2), "critic_phase": round(critic_phase / GIB, 2)}
+               if critic else {}),
+            **({"lora_adapters": round(16 * lora / world / GIB, 2)} if lora else {}),
             "runtime_overhead": RUNTIME_OVERHEAD_GIB,
         },
     )
@@ -250,7 +324,6 @@ def resolve_layout(s: Settings) -> Layout:
     m = s.model
     world = s.gpu_pool.nodes * s.gpu_pool.gpus_per_node
     tp = _pick(m.rollout_tp, preset.layout.rollout_tp)
-    micro = _pick(m.ppo_micro_batch_size_per_gpu, preset.layout.ppo_micro_batch_size_per_gpu)
     uses_ref = s.training.use_kl_loss or s.training.use_kl_in_reward
     po = _pick(m.actor_param_offload, preset.layout.actor_param_offload)
     oo = _pick(m.actor_optimizer_offload, preset.layout.actor_optimizer_offload)
@@ -259,8 +332,18 @@ def resolve_layout(s: Settings) -> Layout:
     sp = s.training.ulysses_sequence_parallel_size
     dp_sp = max(world // sp, 1)
     mini = s.training.ppo_mini_batch_size * s.training.rollout_n // dp_sp
+    notes: list[str] = []
+    micro = m.ppo_micro_batch_size_per_gpu
+    if micro is None:
+        micro = fitted_micro(preset.layout.ppo_micro_batch_size_per_gpu, mini, s.training.use_dynamic_bsz)
+        if micro != preset.layout.ppo_micro_batch_size_per_gpu:
+            notes.append(f"the {preset.key} preset's micro batch {preset.layout.ppo_micro_batch_size_per_gpu} does not "
+                         f"divide this stack's per-GPU mini batch {mini}: it uses {micro}, the largest divisor of {mini} "
+                         "not above it (set model.ppo_micro_batch_size_per_gpu to choose)")
+    critic = s.training.algorithm == "gae"  # verl's need_critic (verl_config.uses_critic)
+    critic_micro = (_pick(s.training.critic.ppo_micro_batch_size_per_gpu, micro) if critic else 0)
     mem = estimate_memory(s, preset, world=world, tp=tp, param_offload=po, optimizer_offload=oo, ref_offload=ro,
-                          gpu_mem_util=util, micro=micro, uses_ref=uses_ref)
+                          gpu_mem_util=util, micro=micro, uses_ref=uses_ref, critic=critic, critic_micro=critic_micro)
     copy_gib = model_prefetch_gib(s)
     ray_cpus = s.gpu_pool.cpus_per_node - NODE_RESERVED_CPUS - (PREFETCH_CPUS if copy_gib else 0)
     pod_gib = gpu_pod_gib(s) - (copy_gib + PREFETCH_PROCESS_GIB if copy_gib else 0)
@@ -288,7 +371,19 @@ def resolve_layout(s: Settings) -> Layout:
         model_copy_gib=copy_gib,
         uses_ref=uses_ref,
         memory=mem,
+        uses_critic=critic,
+        critic_micro_batch_size_per_gpu=critic_micro,
+        notes=tuple(notes),
     )
+
+
+def fitted_micro(preset_micro: int, mini_per_gpu: int, dynamic: bool) -> int:
+    """A preset's micro batch in a stack: as the preset says when it divides the per-GPU mini batch (verl's rule 5),
+    else the largest divisor of the mini batch below it (a preset's micro batch comes from verl's example at its
+    batch sizes; a smaller stack would otherwise be refused for a default it never chose)."""
+    if dynamic or mini_per_gpu <= 0 or mini_per_gpu % preset_micro == 0:
+        return preset_micro
+    return max(d for d in range(1, min(preset_micro, mini_per_gpu) + 1) if mini_per_gpu % d == 0)
 
 
 def _divisors_hint(values: list[int]) -> str:
@@ -351,6 +446,19 @@ def check_layout(s: Settings) -> list[Finding]:
             err("model.ppo_micro_batch_size_per_gpu",
                 f"the per-GPU mini batch {L.ppo_mini_batch_per_gpu} is not divisible by ppo_micro_batch_size_per_gpu "
                 f"{L.ppo_micro_batch_size_per_gpu} (rule 5); use a divisor of {L.ppo_mini_batch_per_gpu}")
+        elif L.uses_critic and not t.use_dynamic_bsz and L.ppo_mini_batch_per_gpu % L.critic_micro_batch_size_per_gpu:
+            err("training.critic.ppo_micro_batch_size_per_gpu",
+                f"the per-GPU mini batch {L.ppo_mini_batch_per_gpu} (the critic's mini batch is the actor's) is not "
+                f"divisible by the critic's micro batch {L.critic_micro_batch_size_per_gpu} (rule 5, "
+                f"workers/config/critic.py); use a divisor of {L.ppo_mini_batch_per_gpu}")
+    for note in L.notes:
+        warn("model.ppo_micro_batch_size_per_gpu", note)
+    if t.recipe == "dapo" and t.dapo.reward_manager == "dapo":
+        warn("training.dapo.reward_manager",
+             "verl 0.9.1's dapo reward manager passes the reward function no tool fields (tool_extra_fields: the "
+             "tool rewards and the model-only text the naive manager adds), so tool penalties do not enter the "
+             "reward and the scored text includes tool replies; use reward_manager: naive to keep them (no overlong "
+             "penalty)")
     # Rule 8: agent-loop workers split the batch evenly.
     if (B * n) % t.agent_num_workers:
         err("training.agent_num_workers",
@@ -368,7 +476,7 @@ def check_layout(s: Settings) -> list[Finding]:
             f"lower it or raise dataset.train_subset" + (" (or give more rows in task.dataset.train)"
                                                          if s.task.dataset.own_files else ""))
     # Rule 15: group-relative estimators need several samples per prompt.
-    if t.algorithm in ("grpo", "rloo", "grpo_passk", "gpg") and n < 2:
+    if t.algorithm in GROUP_ESTIMATORS and n < 2:
         err("training.rollout_n", f"{t.algorithm} needs rollout_n >= 2 (rule 15: with one sample every advantage is "
                                   "zero and nothing is learned); use e.g. 8 or 16")
     # Rule 16: Ray resources per GPU node.

@@ -7,6 +7,7 @@ import yaml
 from components.config import Settings
 from components.model.layout import resolve_layout
 from components.wiring import TRAINING_SERVICE_ACCOUNT, gpu_scheduling, mcp_url, ray_namespace
+from components.workloads.training import verl_compose
 from components.workloads.training.rayjob import model_prefetch_of, override_values, pod_wiring, rayjob_manifest
 from components.workloads.training.verl_config import GSM8K_TOOL, tool_config, trainer_config
 from components.workloads.training.volumes import (
@@ -17,6 +18,20 @@ from components.workloads.training.volumes import (
     oss_volumes,
 )
 from offline.report.section import Section, rows_data, table
+
+
+def recipe_line(s: Settings, layout) -> str:
+    """What the job trains: the recipe, the estimator, the critic and LoRA when present, the training steps."""
+    t = s.training
+    parts = [f"{t.recipe} (algorithm.adv_estimator {t.algorithm})"]
+    if layout.uses_critic:
+        parts.append(f"with a critic (`{t.critic.model_path or 'the actor model'}`, lr {t.critic.lr:g}, micro batch "
+                     f"{layout.critic_micro_batch_size_per_gpu})")
+    if s.model.lora_rank:
+        parts.append(f"LoRA rank {s.model.lora_rank}, alpha {s.model.lora_alpha}, modules {s.model.target_modules}")
+    if t.temperature != 1.0 or t.top_p != 1.0:
+        parts.append(f"sampling temperature {t.temperature:g}, top_p {t.top_p:g}")
+    return "; ".join(parts)
 
 
 def reward_line(s: Settings, reward_kwargs: dict) -> str:
@@ -94,7 +109,18 @@ def training_section(s: Settings, recording):
     if answer is not None:
         rows.append(("answer tool", f"`{GSM8K_TOOL}` reveals `{answer['reveal']}`, at most {answer['max_calls']} "
                                     f"call(s) per trajectory, scored in `{answer['gsm8k_method']}` mode"))
-    data = {"rayjob": manifest["metadata"]["name"], "namespace": manifest["metadata"]["namespace"],
+    composition = verl_compose.validate(s, layout) if s.kind != "platform" else None
+    overrides = verl_compose.overrides_table(s)
+    rows += [
+        ("recipe", recipe_line(s, layout)),
+        ("verl config", composition.summary() if composition else "-"),
+        ("verl overrides", ", ".join(f"`{k}={v}`" for k, v in overrides) + " (training.verl_overrides, in the config "
+                           "hash)" if overrides else "none (training.verl_overrides)"),
+    ]
+    data = {"recipe": s.training.recipe, "algorithm": s.training.algorithm, "critic": layout.uses_critic,
+            "lora_rank": s.model.lora_rank, "verl_overrides": dict(overrides),
+            "verl_composed": bool(composition and composition.ran), "verl_validated": bool(composition and composition.validated),
+            "rayjob": manifest["metadata"]["name"], "namespace": manifest["metadata"]["namespace"],
             "submission_mode": spec["submissionMode"], "gpu_pods": layout.nodes, "image": container["image"],
             "runtime_pip": pip, "train_files": train, "val_files": val, "model_path": model_dir(s),
             "model_read_path": read_path, "model_prefetch": copier is not None,

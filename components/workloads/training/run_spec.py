@@ -9,6 +9,7 @@ manifest (components/experiment.py `rayjob_shape`).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -57,7 +58,7 @@ def pod_wiring(s: Settings, *, namespace: str, service_account: str) -> PodWirin
         config_map=f"{s.job.name}-config",
         mcp_secret=f"{s.job.name}-mcp" if s.sandbox.enabled else None,
         volumes=oss_volumes(s),
-        config_sha256=config_sha256(config_files(s)),
+        config_sha256=config_sha256(hashed_config(s)),
     )
 
 
@@ -241,3 +242,12 @@ def run_spec(s: Settings, layout: Layout, scheduling: Scheduling, wiring: PodWir
         scheduling=scheduling,
         wiring=wiring,
     )
+
+
+def hashed_config(s: Settings) -> dict[str, str]:
+    """What the job's config hash covers: the ConfigMap's files and, when the stack has any, training.verl_overrides
+    (the scalar ones travel on the command line, so a changed override replaces the job like a changed file)."""
+    files = config_files(s)
+    if s.training.verl_overrides:
+        files = {**files, "training.verl_overrides": json.dumps(s.training.verl_overrides, sort_keys=True)}
+    return files

@@ -97,6 +97,7 @@ from components.workloads.training.task_config import (  # noqa: F401 (re-export
     tool_config,
     tool_metrics_config,
 )
+from components.workloads.training.verl_recipes import recipe_list_overrides, recipe_overrides, user_overrides
 from components.workloads.training.volumes import checkpoint_dir, dataset_paths
 
 
@@ -140,7 +141,7 @@ def list_overrides(s: Settings) -> list[tuple[str, Any]]:
     kwargs = chat_template_kwargs(s)
     if kwargs:
         out.append(("data.apply_chat_template_kwargs", kwargs))
-    return out
+    return out + recipe_list_overrides(s)
 
 
 def trainer_config(s: Optional[Settings] = None) -> dict:
@@ -394,7 +395,7 @@ def hydra_overrides(s: Settings, layout: Layout) -> list[tuple[str, Any]]:
     o += run_start_overrides(s)
     if t.max_actor_ckpt_to_keep is not None:
         o.append(("trainer.max_actor_ckpt_to_keep", t.max_actor_ckpt_to_keep))
-    return o + list_overrides(s)
+    return o + recipe_overrides(s, L) + user_overrides(s) + list_overrides(s)
 
 
 def verl_command(s: Settings, layout: Layout, overrides: Optional[list[tuple[str, Any]]] = None) -> list[str]:

@@ -149,14 +149,17 @@ def test_the_shm_and_reserved_memory_numbers_match_the_builders():
     assert (GPU_NODE_RESERVED_MEMORY_GIB, SHM_DEFAULT_MAX_GIB) == (NODE_RESERVED_MEMORY_GIB, SHM_MAX_GIB)
 
 
-def test_a_rollout_engine_the_image_does_not_ship_is_a_settings_problem():
+def test_a_rollout_engine_the_image_does_not_ship_is_a_settings_problem_for_every_image_source():
     refused({"training": {"rollout_engine": "sglang"}, "image": {"source": "official"}}, "training.rollout_engine",
             "does not run on versions.verl_image")
-    parse_settings(stack_settings("dev", {"training": {"rollout_engine": "sglang"},
-                                          "versions": {"verl_image": "verlai/verl:sgl0512.latest",
-                                                       "verl_image_digest": None}}))
-    parse_settings(stack_settings("dev", {"training": {"rollout_engine": "sglang"},
-                                          "image": {"source": "built", "tag": "abc123"}}))
+    # A built image builds FROM versions.verl_image (image/Dockerfile's BASE_IMAGE): SGLang on the vLLM base is
+    # refused too, naming the build argument that fixes it.
+    refused({"training": {"rollout_engine": "sglang"}, "image": {"source": "built", "tag": "abc123"}},
+            "training.rollout_engine", "--build-arg BASE_IMAGE")
+    for source in ({"source": "official"}, {"source": "built", "tag": "abc123"}):
+        parse_settings(stack_settings("dev", {"training": {"rollout_engine": "sglang"}, "image": source,
+                                              "versions": {"verl_image": "verlai/verl:sgl0512.latest",
+                                                           "verl_image_digest": None}}))
 
 
 # --------------------------------------------------------------------------------------------- stack files

@@ -124,3 +124,27 @@ def test_docs_memory_md_shows_the_current_table_and_its_range():
         r = [p.ratio for p in POINTS if p.family == family and p.status == "ok"]
         per_family.append(f"{family} {min(r):.2f}–{max(r):.2f} over {len(r)} points")
     assert ", ".join(per_family) in " ".join(text.split()), per_family
+
+
+# --------------------------------------------------------------------------------------------- fit, leave-one-out
+def test_the_allocator_constants_are_the_fit_over_the_table_not_typed_by_hand():
+    from components.model.layout import AllocatorFit
+    from components.model.memory_calibration import fit_allocator, point_terms
+
+    assert fit_allocator(point_terms(load_stack("dev"))) == AllocatorFit()
+
+
+def test_every_point_left_out_of_the_fit_is_estimated_within_1_00_to_1_15_of_its_measurement():
+    from components.model.memory_calibration import leave_one_out, point_terms
+
+    held = leave_one_out(point_terms(load_stack("dev")))
+    assert len(held) == sum(p.status == "ok" for p in POINTS)
+    outside = [(p.name, ratio) for p, ratio in held if not 1.0 <= ratio <= UPPER_RATIO]
+    assert not outside, f"refitted without them, these points leave 1.00-{UPPER_RATIO}: {outside}"
+
+
+def test_docs_memory_md_states_the_leave_one_out_range():
+    from components.model.memory_calibration import MEMORY_DOC, leave_one_out, point_terms
+
+    ratios = [r for _, r in leave_one_out(point_terms(load_stack("dev")))]
+    assert f"{min(ratios):.2f}–{max(ratios):.2f} × its measurement" in " ".join(MEMORY_DOC.read_text().split())
