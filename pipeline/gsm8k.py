@@ -36,10 +36,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.marker import complete, read_state
 from pipeline.oss_client import normalize_prefix, require
 from pipeline.rows import SINGLE_TURN_AGENT, TOOL_AGENT, RowError, parse_agent_name, parse_subsets
-from pipeline.staging import job_main, stage_rows
+from pipeline.staging import job_main, stage_unless_complete
 
 DATA_SOURCE = "openai/gsm8k"
 SUPPORTED_DATASETS = (DATA_SOURCE,)
@@ -180,17 +179,13 @@ def identity(config: JobConfig) -> dict:
 
 def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list]] | None = None,
         log: Callable[[str], None] = print):
-    """Stage the files unless the prefix is complete (its marker, written last, names this config and its files
-    are all listed); returns the upload summary, or None when nothing was staged."""
-    marker_text, listing = read_state(client, config.bucket, config.prefix)
-    done, reason = complete(marker_text, identity(config), listing)
-    log(f"{config.dataset_name}: {reason}")
-    if done:
-        return None
-    raw = (load or load_gsm8k)(config)
-    rows = {split: build_rows(examples, split, config.agent_name) for split, examples in raw.items()}
-    return stage_rows(rows, config.output_dir, config.subsets, client, config.bucket, config.prefix, identity(config),
-                      log=log)
+    """Stage the files unless the prefix is complete (pipeline/staging.py); returns the upload summary, or None when
+    nothing was staged."""
+    def rows_of() -> dict[str, list[dict]]:
+        raw = (load or load_gsm8k)(config)
+        return {split: build_rows(examples, split, config.agent_name) for split, examples in raw.items()}
+
+    return stage_unless_complete(config, client, identity(config), rows_of, log=log)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:

@@ -50,7 +50,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from pipeline.marker import complete, read_state
 from pipeline.oss_client import normalize_prefix, require
 from pipeline.rows import (
     SINGLE_TURN_AGENT,
@@ -59,7 +58,7 @@ from pipeline.rows import (
     parse_agent_name,
     parse_subsets,
 )
-from pipeline.staging import job_main, stage_rows
+from pipeline.staging import job_main, stage_unless_complete
 
 MATH = "DigitalLearningGmbH/MATH-lighteval"
 CODE = "PRIME-RL/Eurus-2-RL-Data"
@@ -320,25 +319,22 @@ def identity(config: JobConfig) -> dict:
 
 def run(config: JobConfig, client, load: Callable[[JobConfig], Mapping[str, list]] | None = None,
         log: Callable[[str], None] = print):
-    """Stage the files unless the prefix is complete (its marker, written last, names this config and its files
-    are all listed); returns the upload summary, or None when nothing was staged."""
-    marker_text, listing = read_state(client, config.bucket, config.prefix)
-    done, reason = complete(marker_text, identity(config), listing)
-    log(f"{config.dataset_name}: {reason}")
-    if done:
-        return None
-    raw = (load or load_hub)(config)
-    convert = load_script(config.script, config.function) if config.script is not None else None
-    rows = {split: build_rows(config.dataset_name, examples, split, config.agent_name, convert)
-            for split, examples in raw.items()}
-    if config.data_source is not None:  # the stack says which scorer reads the rows: every row must agree
-        for split, split_rows in rows.items():
-            other = sorted({r["data_source"] for r in split_rows} - {config.data_source})
-            if other:
-                raise RowError(f"{config.dataset_name} {split} split: rows carry data_source {other}, the stack says "
-                               f"{config.data_source!r} (task.dataset.hub.data_source)")
-    return stage_rows(rows, config.output_dir, config.subsets, client, config.bucket, config.prefix, identity(config),
-                      log=log)
+    """Stage the files unless the prefix is complete (pipeline/staging.py); returns the upload summary, or None when
+    nothing was staged."""
+    def rows_of() -> dict[str, list[dict]]:
+        raw = (load or load_hub)(config)
+        convert = load_script(config.script, config.function) if config.script is not None else None
+        rows = {split: build_rows(config.dataset_name, examples, split, config.agent_name, convert)
+                for split, examples in raw.items()}
+        if config.data_source is not None:  # the stack says which scorer reads the rows: every row must agree
+            for split, split_rows in rows.items():
+                other = sorted({r["data_source"] for r in split_rows} - {config.data_source})
+                if other:
+                    raise RowError(f"{config.dataset_name} {split} split: rows carry data_source {other}, the stack "
+                                   f"says {config.data_source!r} (task.dataset.hub.data_source)")
+        return rows
+
+    return stage_unless_complete(config, client, identity(config), rows_of, log=log)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
