@@ -30,6 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 VERL_PACKAGES = ("verl", "verl.utils", "verl.tools")
 TOLERANCE = 1e-6
+ANSWER_TOOL = "calc_gsm8k_reward"  # the answer tool's name (components/workloads/training/config_names.py GSM8K_TOOL)
 
 
 def bind_verl() -> str | None:
@@ -173,6 +174,16 @@ def check_datasets(spec: dict, out: dict) -> None:
         except (rows.RowError, OSError) as err:
             out["problems"].append([item["field"], str(err).replace(item["path"], item["location"])])
             continue
+        if spec.get("answer_tool"):  # the answer tool reads each tool row's ground truth from its tools_kwargs
+            table, _ = rows.read_parquet_rows(item["path"])
+            lacking = [i for i, r in enumerate(table) if r.get("agent_name") == "tool_agent" and (
+                ((((r.get("extra_info") or {}).get("tools_kwargs") or {}).get(ANSWER_TOOL) or {})
+                 .get("create_kwargs") or {}).get("ground_truth") is None)]
+            if lacking:
+                out["problems"].append([item["field"], f"{item['location']}: row {lacking[0]} (and {len(lacking) - 1} "
+                                        f"more), column extra_info.tools_kwargs.{ANSWER_TOOL}.create_kwargs."
+                                        "ground_truth: missing; the answer tool checks answers against it (task.tools "
+                                        "lists answer)"])
         out["datasets"].append({"field": item["field"], "location": item["location"], "rows": summary.rows,
                                 "data_sources": summary.data_sources, "agent_names": summary.agent_names,
                                 "prompt_chars": summary.prompt_chars})

@@ -350,8 +350,11 @@ class Gsm8kRewardTool(BaseTool):
     `extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs.ground_truth`.
 
     config keys: `reveal` (REVEALS), `max_calls` (calls one trajectory may make; later calls are refused, not
-    scored), `gsm8k_method` (the final reward's mode), `metrics` (ToolStats). The tool reward (a penalty for a
-    wrong answer) goes to the trajectory's reward, never into the model's context."""
+    scored), `gsm8k_method` (the final reward's mode), `metrics` (ToolStats), and `scorer` on a task GSM8K's scorer
+    does not score ({data_source, task_reward}): the answer, as the model will write its final answer, is then scored
+    by the job's reward (verl_ack_reward.task_score: verl's scorer by data_source, or the researcher's function),
+    and only `reveal: correctness` applies. The tool reward (a penalty for a wrong answer) goes to the trajectory's
+    reward, never into the model's context."""
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema):
         super().__init__(config, tool_schema)
@@ -359,6 +362,10 @@ class Gsm8kRewardTool(BaseTool):
         self.reveal = str(config.get("reveal", "parsed"))
         self.max_calls = int(config.get("max_calls", 1))
         self.method = str(config.get("gsm8k_method", "strict"))
+        self.scorer = config.get("scorer")
+        if self.scorer is not None and self.reveal != "correctness":
+            raise ValueError(f"{self.name}: a task scorer ({self.scorer}) can only say whether an answer is right: "
+                             "reveal must be correctness")
         if self.reveal not in REVEALS or self.method not in GSM8K_METHODS or self.max_calls < 1:
             raise ValueError(f"{self.name}: reveal must be one of {REVEALS}, gsm8k_method one of {GSM8K_METHODS} and "
                              f"max_calls >= 1 (got {self.reveal!r}, {self.method!r}, {self.max_calls})")
@@ -406,13 +413,22 @@ class Gsm8kRewardTool(BaseTool):
         if ground_truth is None:
             STATS.record(self.name, "unscored", time.monotonic() - started)
             return ToolResponse(text="No ground truth is known for this question; the answer was not scored."), 0.0, {}
-        reward = score_final_answer(answer, ground_truth, self.method)
+        reward = self._score(answer, ground_truth)
         STATS.record(self.name, "correct" if reward > 0 else "wrong", time.monotonic() - started)
         tool_reward = 0.0 if reward > 0 else WRONG_ANSWER_PENALTY
         return ToolResponse(text=self.message(answer, reward)), tool_reward, {"reward": reward}
 
     async def release(self, instance_id: str, **kwargs) -> None:
         self._instances.pop(instance_id, None)
+
+    def _score(self, answer: str, ground_truth: str) -> float:
+        """GSM8K's `#### <answer>` reading, or the task's own scorer on the answer as written."""
+        if self.scorer is None:
+            return score_final_answer(answer, ground_truth, self.method)
+        from verl_ack_reward import task_score  # beside this file in the ConfigMap
+
+        return task_score(str(self.scorer.get("data_source") or ""), answer, ground_truth, None, self.method,
+                          self.scorer.get("task_reward"), None)
 
 
 # What fastmcp 2.14.7 / mcp 1.30.0 raise on this path, by message (the exception types alone do not tell an outage

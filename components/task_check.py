@@ -238,7 +238,8 @@ def prove_task(s: Settings) -> TaskProof:
     hub_spec = {"file": TASK_SCRIPT_FILE, "script": hub.script, "function": hub.function,
                 "examples": list(hub.examples), "data_source": hub.data_source} if hub else None
     # The rows first (in the worker, by the dataset Job's own rule): the reward's checks need their data_sources.
-    checked = _run_worker({"datasets": datasets, "rows_only": True, "hub": hub_spec},
+    checked = _run_worker({"datasets": datasets, "rows_only": True, "hub": hub_spec,
+                           "answer_tool": "answer" in task_tools(s)},
                           {TASK_SCRIPT_FILE: task_script(s)} if hub else {},
                           s.task.reward.check_timeout_seconds) if datasets or hub else {}
     proof.problems += [tuple(p) for p in checked.get("problems", [])]

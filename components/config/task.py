@@ -379,10 +379,11 @@ def task_stack_problems(s) -> Iterator[tuple[str, str]]:
                 "task.tools lists code (a program run in a sandbox) but sandbox.enabled is false; enable the "
                 "sandboxes or remove code from task.tools")
     scores_gsm8k = preset is not None and preset.data_source == "openai/gsm8k" and kind == "builtin"
-    if "answer" in tools and kind != "sandbox" and not scores_gsm8k:
-        yield "task.tools", (
-            "task.tools lists answer, GSM8K's answer tool (calc_gsm8k_reward reads `#### <answer>` as verl's GSM8K "
-            "scorer does); this task is scored otherwise: remove answer, or bring your own tool ({file, class})")
+    if "answer" in tools and kind != "sandbox" and not scores_gsm8k and s.training.answer_tool.reveal != "correctness":
+        yield "training.answer_tool.reveal", (
+            "task.tools lists answer on a task GSM8K's scorer does not score: the tool then checks an answer with the "
+            "task's own reward, and can say only whether it is right (`parsed`, how the reward reads `#### <answer>`, "
+            "is GSM8K's). Set training.answer_tool.reveal: correctness to offer that check, or remove answer")
     if kind == "sandbox" and "answer" in tools:
         yield "task.tools", (
             "task.tools lists answer, which tells the model how the reward reads a final answer; a sandbox "

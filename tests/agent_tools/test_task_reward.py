@@ -147,3 +147,20 @@ def test_a_trajectory_from_verls_own_single_turn_loop_is_refused_and_the_job_tol
     with pytest.raises(Exception, match="without 'verl_ack_model_text'"):
         reward_of(verl, output, SUM_ROW, tokenizer, compute_score)
     assert "single_turn_agent" in refusal.read_text()
+
+
+@pytest.mark.parametrize("answer,reward,tool_reward", [("\\boxed{42}", 1.0, 0.0), ("\\boxed{41}", 0.0, -0.05)])
+def test_the_answer_tool_checks_a_math_answer_with_the_tasks_scorer_and_the_final_reward_still_scores_the_model(
+        verl, tmp_path, monkeypatch, fake_client, answer, reward, tool_reward):
+    s = parse_settings(stack_settings("task-math", {"task": {"tools": ["answer"]},
+                                                    "training": {"answer_tool": {"reveal": "correctness"}}}))
+    loops, tools, compute_score = job(verl, tmp_path, monkeypatch, fake_client, s)
+    row = {**MATH_ROW, "agent_name": "tool_agent",
+           "extra_info": {"index": 0, "tools_kwargs": {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "42"}}}}}
+    output, tokenizer = rollout(loops, tools, s, row, [tool_call("calc_gsm8k_reward", answer=answer), "Done."])
+    told = tokenizer.decode([t for t, m in zip(output.response_ids, output.response_mask, strict=True) if not m],
+                            skip_special_tokens=True)
+    assert f"reward={reward}" in told  # the task's scorer (verl's math_reward) on the answer as written
+    result = reward_of(verl, output, row, tokenizer, compute_score)
+    # The model wrote only "Done." itself: the tool's check is no answer, whatever it said.
+    assert result["reward_extra_info"]["acc"] == 0.0 and result["reward_extra_info"]["tool_reward"] == tool_reward

@@ -255,3 +255,38 @@ def test_a_function_tool_file_is_named_as_not_checked_where_verl_cannot_build_it
     md = (tmp_path / "out" / "plan.md").read_text()
     assert "| not checked here | `task.tools`: tasks/own/functions.py: not checked here" in md and "transformers" in md
     assert "multi_turn.function_tool_path=/etc/verl-ack/config/verl_ack_task_functions.py" in md
+
+
+def test_the_answer_tool_on_another_scorer_is_the_tasks_check_offered_only_as_correctness():
+    """GSM8K's `#### ` reading (reveal: parsed) has no general form: on a task GSM8K's scorer does not score, the answer
+    tool checks an answer with the task's own reward and can only say whether it is right, offered explicitly."""
+    from components.config import SettingsError
+    from components.workloads.training.task_config import TASK_ANSWER_DESCRIPTION, tool_config
+
+    with pytest.raises(SettingsError) as err:
+        parse_settings(stack_settings("task-math", {"task": {"tools": ["answer"]}}))
+    assert "training.answer_tool.reveal" in str(err.value) and "correctness" in str(err.value)
+    s = parse_settings(stack_settings("task-math", {"task": {"tools": ["answer"]},
+                                                    "training": {"answer_tool": {"reveal": "correctness"}}}))
+    [tool] = tool_config(s)["tools"]
+    assert tool["config"]["scorer"] == {"data_source": "DigitalLearningGmbH/MATH-lighteval", "task_reward": None}
+    assert tool["tool_schema"]["function"]["description"] == TASK_ANSWER_DESCRIPTION.format(n=1)
+    # GSM8K's tool is as it was: no scorer of its own.
+    assert "scorer" not in tool_config(parse_settings(stack_settings("dev")))["tools"][0]["config"]
+
+
+def test_own_tool_rows_without_the_answer_tools_ground_truth_are_refused(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = own_stack(tmp_path, task={"tools": ["answer"]})
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["verl-ack:settings"]["training"]["answer_tool"] = {"reveal": "correctness"}
+    path.write_text(yaml.safe_dump(doc))
+    f = path.parent / "tasks" / "own" / "train.parquet"
+    rows = pq.read_table(f).to_pylist()
+    for row in rows:
+        row["agent_name"] = "tool_agent"
+    pq.write_table(pa.Table.from_pylist(rows), f)
+    err = refused(path, tmp_path, capsys)
+    assert "task.dataset.train" in err and "extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs.ground_truth" in err

@@ -137,25 +137,46 @@ def tool_config(s: Settings) -> dict:
     return {"tools": tools}
 
 
+# The answer tool on a task GSM8K's scorer does not score: it checks the answer, written as the final answer will be,
+# with the task's own scorer (agent_tools/verl_ack_tools.py Gsm8kRewardTool `scorer`). Only `reveal: correctness`
+# (components/config/task.py): "how the reward reads your answer" is GSM8K's `#### ` reading and has no general form.
+TASK_ANSWER_DESCRIPTION = ("Checks an answer, written exactly as you will write your final answer, with this task's "
+                           "reward (1.0 if it is right, 0.0 if not). At most {n} call(s) per question.")
+
+
+def answer_scorer(s: Settings) -> Optional[dict]:
+    """What the answer tool scores with when the task is not GSM8K's: the task's data_source (verl's scorer) and, for
+    a reward file, the function the job's reward loads; None for GSM8K (the tool's own `#### ` reading)."""
+    preset = s.task.preset
+    if preset is not None and preset.data_source == "openai/gsm8k" and s.task.reward_kind == "builtin":
+        return None
+    kwargs = reward_kwargs(s)
+    return {"data_source": preset.data_source if preset else None, "task_reward": kwargs.get("task_reward")}
+
+
 def _answer_tool(s: Settings, metrics: dict, answer_tool: Any) -> dict:
+    scorer = answer_scorer(s)
+    description = (ANSWER_TOOL_DESCRIPTIONS[answer_tool.reveal] if scorer is None else TASK_ANSWER_DESCRIPTION)
     return {
-    "class_name": f"{TOOLS_MODULE}.Gsm8kRewardTool",
-    "config": {"type": "native", "reveal": answer_tool.reveal, "max_calls": answer_tool.max_calls,
-               "gsm8k_method": s.training.gsm8k_scoring, "metrics": metrics},
-    "tool_schema": {
-        "type": "function",
-        "function": {
-            "name": GSM8K_TOOL,
-            "description": ANSWER_TOOL_DESCRIPTIONS[answer_tool.reveal].format(n=answer_tool.max_calls),
-            "parameters": {
-                "type": "object",
-                "properties": {"answer": {
-                    "type": "string",
-                    "description": "The model's answer to the GSM8K math problem, must be a digits"}},
-                "required": ["answer"],
+        "class_name": f"{TOOLS_MODULE}.Gsm8kRewardTool",
+        "config": {"type": "native", "reveal": answer_tool.reveal, "max_calls": answer_tool.max_calls,
+                   "gsm8k_method": s.training.gsm8k_scoring, "metrics": metrics,
+                   **({"scorer": scorer} if scorer is not None else {})},
+        "tool_schema": {
+            "type": "function",
+            "function": {
+                "name": GSM8K_TOOL,
+                "description": description.format(n=answer_tool.max_calls),
+                "parameters": {
+                    "type": "object",
+                    "properties": {"answer": {
+                        "type": "string",
+                        "description": "The model's answer to the GSM8K math problem, must be a digits" if scorer is None
+                        else "Your answer, written exactly as in your final answer."}},
+                    "required": ["answer"],
+                },
             },
         },
-    },
     }
 
 
