@@ -379,6 +379,11 @@ def task_stack_problems(s) -> Iterator[tuple[str, str]]:
                 "task.tools lists code (a program run in a sandbox) but sandbox.enabled is false; enable the "
                 "sandboxes or remove code from task.tools")
     scores_gsm8k = preset is not None and preset.data_source == "openai/gsm8k" and kind == "builtin"
+    if task.dataset.preset_name == "gsm8k" and tools and "answer" not in tools:
+        # pipeline/gsm8k.py's tool rows carry verl's GSM8K tool prompt, which tells the model to call the answer tool.
+        yield "task.tools", (
+            f"task.tools {tools} offers tools without answer, but the gsm8k preset's tool rows tell the model to call "
+            "calc_gsm8k_reward: list answer too, or use [] (single turn)")
     if "answer" in tools and kind != "sandbox" and not scores_gsm8k and s.training.answer_tool.reveal != "correctness":
         yield "training.answer_tool.reveal", (
             "task.tools lists answer on a task GSM8K's scorer does not score: the tool then checks an answer with the "

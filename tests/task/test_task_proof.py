@@ -290,3 +290,12 @@ def test_own_tool_rows_without_the_answer_tools_ground_truth_are_refused(tmp_pat
     pq.write_table(pa.Table.from_pylist(rows), f)
     err = refused(path, tmp_path, capsys)
     assert "task.dataset.train" in err and "extra_info.tools_kwargs.calc_gsm8k_reward.create_kwargs.ground_truth" in err
+
+
+def test_gsm8k_tool_rows_are_not_offered_without_the_answer_tool_their_prompt_names():
+    from components.config import SettingsError
+
+    with pytest.raises(SettingsError, match="task.tools .* tell the model to call calc_gsm8k_reward"):
+        parse_settings(stack_settings("dev", {"task": {"tools": ["code"]}}))
+    for tools in ([], ["answer"], ["answer", "code"]):
+        parse_settings(stack_settings("dev", {"task": {"tools": tools}}))
