@@ -29,7 +29,7 @@ from typing import Optional
 
 from components.config import REPO_ROOT, Problem, Settings, SettingsError
 from components.config.loading import raw_settings, stack_file
-from components.config.task import CODE_DATA_SOURCES, OwnTool, is_oss, resolve_task_path, task_root
+from components.config.task import CODE_DATA_SOURCES, is_oss, resolve_task_path, task_root
 from components.model import parse_settings
 from components.wiring import single_turn, task_tools
 from components.workloads.data import TASK_SCRIPT_FILE, task_script
@@ -41,7 +41,6 @@ ROW_RULE = REPO_ROOT / "pipeline" / "rows.py"  # the dataset Job's row rule, cop
 # What the checks' subprocess may see of the environment: no cloud, Pulumi or hub credentials.
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT", "TMPDIR")
 ESTIMATE_CHARS_PER_TOKEN = 4  # English text through a BPE tokenizer; the plan says it is an estimate
-ECHO = "I called the tool; it printed the answer above."
 
 
 @dataclass(frozen=True)
@@ -218,13 +217,12 @@ _CACHE: dict[str, TaskProof] = {}
 
 def prove_task(s: Settings) -> TaskProof:
     """The task's proof (see the module doc); `problems` empty when the task may run."""
-    spec_files = None
     try:
-        spec_files = _spec_key(s)
+        key = _spec_key(s)
     except (OSError, ValueError) as err:
         return TaskProof(kind=s.task.reward_kind, problems=[("task", str(err))])
-    if spec_files in _CACHE:
-        return _CACHE[spec_files]
+    if key in _CACHE:
+        return _CACHE[key]
     proof = TaskProof(kind=s.task.reward_kind, single_turn=single_turn(s))
     if s.task.reward_kind == "file":
         proof.reward_file = s.task.reward.file
@@ -248,12 +246,11 @@ def prove_task(s: Settings) -> TaskProof:
     spec, files = _spec(s, proof)
     result = _run_worker(spec, files, s.task.reward.check_timeout_seconds)
     proof.checks = result.get("checks", [])
-    proof.tools = [t if isinstance(t, str) else t.file for t in task_tools(s) if isinstance(t, str)] + \
-        result.get("tools", [])
+    proof.tools = [t for t in task_tools(s) if isinstance(t, str)] + result.get("tools", [])  # built-in, then own
     proof.signature = result.get("signature")
     proof.problems += [tuple(p) for p in result.get("problems", [])]
     proof.warnings += [tuple(w) for w in result.get("warnings", [])]
-    _CACHE[spec_files] = proof
+    _CACHE[key] = proof
     return proof
 
 
@@ -261,11 +258,8 @@ def _spec_key(s: Settings) -> str:
     """What decides the proof: the task and training settings and every file the task names, by content."""
     h = hashlib.sha256(s.task.model_dump_json(by_alias=True).encode())
     h.update(s.training.model_dump_json().encode() + s.sandbox.model_dump_json().encode())
-    for loc in (s.task.dataset.train, s.task.dataset.val, s.task.reward.file,
-                s.task.dataset.hub.script if s.task.dataset.hub else None,
-                *(t.file for t in s.task.tools or [] if isinstance(t, OwnTool))):
-        if loc and not is_oss(loc):
-            h.update(resolve_task_path(loc).read_bytes())
+    for _, loc in s.task.local_files():
+        h.update(resolve_task_path(loc).read_bytes())
     for p in (WORKER, ROW_RULE, vc.REWARD_SOURCE, vc.SANDBOX_REWARD_SOURCE):
         h.update(p.read_bytes())
     return h.hexdigest()

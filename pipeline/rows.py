@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 REQUIRED_COLUMNS = ("prompt", "data_source", "reward_model")
-OPTIONAL_COLUMNS = ("extra_info", "agent_name", "ability")
 ROLES = ("system", "user", "assistant", "tool")
 # verl's agent loops a row may name (experimental/agent_loop/__init__.py registers these two by default).
 SINGLE_TURN_AGENT = "single_turn_agent"
@@ -41,8 +40,6 @@ class FileSummary:
     rows: int = 0
     data_sources: dict[str, int] = field(default_factory=dict)
     agent_names: dict[str, int] = field(default_factory=dict)
-    prompt_chars_max: int = 0
-    prompt_chars_total: int = 0
     prompt_chars: list[int] = field(default_factory=list)  # per row, for the length check
     columns: tuple[str, ...] = ()
 
@@ -52,10 +49,7 @@ class FileSummary:
         self.data_sources[src] = self.data_sources.get(src, 0) + 1
         agent = row.get("agent_name") or "(default)"
         self.agent_names[agent] = self.agent_names.get(agent, 0) + 1
-        chars = sum(len(m["content"]) for m in row["prompt"])
-        self.prompt_chars_max = max(self.prompt_chars_max, chars)
-        self.prompt_chars_total += chars
-        self.prompt_chars.append(chars)
+        self.prompt_chars.append(sum(len(m["content"]) for m in row["prompt"]))
 
 
 def row_problem(row: Mapping[str, Any]) -> Optional[tuple[str, str]]:

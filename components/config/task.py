@@ -296,6 +296,14 @@ class TaskSettings(Strict):
                              "verl reads one (multi_turn.function_tool_path): put the functions in one file")
         return self
 
+    def local_files(self) -> list[tuple[str, str]]:
+        """(setting, path) of every file the task names in the stack file's folder (oss:// files excluded)."""
+        d = self.dataset
+        named = [("task.dataset.train", d.train), ("task.dataset.val", d.val), ("task.reward.file", self.reward.file),
+                 ("task.dataset.hub.script", d.hub.script if d.hub else None)]
+        named += [(f"task.tools[{i}].file", t.file) for i, t in enumerate(self.tools or []) if isinstance(t, OwnTool)]
+        return [(field, loc) for field, loc in named if loc and not is_oss(loc)]
+
     @property
     def preset(self) -> Optional[TaskPreset]:
         """What the dataset Job stages: a declared preset, or a hub dataset described as one by its settings."""
@@ -345,16 +353,11 @@ def task_stack_problems(s) -> Iterator[tuple[str, str]]:
     oss:// file is in the stack's bucket under the prefix the pods mount."""
     task, d = s.task, s.dataset
     preset = task.preset
-    local = [(f"task.dataset.{f}", getattr(task.dataset, f)) for f in ("train", "val")]
-    local += [("task.reward.file", task.reward.file)]
-    local += [("task.dataset.hub.script", task.dataset.hub.script if task.dataset.hub else None)]
-    local += [(f"task.tools[{i}].file", t.file) for i, t in enumerate(task.tools or []) if isinstance(t, OwnTool)]
-    for field, loc in local:
-        if loc and not is_oss(loc):
-            try:
-                resolve_task_path(loc)
-            except ValueError as err:
-                yield field, f"{field}: {err}"
+    for field, loc in task.local_files():
+        try:
+            resolve_task_path(loc)
+        except ValueError as err:
+            yield field, f"{field}: {err}"
     if preset is not None:
         for split, n, field, rows in (("train", d.train_subset, "train_subset", d.full_train_rows),
                                       ("test", d.test_subset, "test_subset", d.full_test_rows)):

@@ -147,13 +147,7 @@ def ray_network_policy_manifest(s: Settings) -> dict:
         ingress.append({"from": [{"podSelector": {"matchLabels": {ORIGINATED_FROM_CR_NAME: j.name,
                                                                   ORIGINATED_FROM_CRD: "RayJob"}}}],
                         "ports": dashboard})
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": f"{j.name}-ray-ingress", "namespace": ray_namespace(s), "labels": dict(PART_OF)},
-        "spec": {"podSelector": {"matchLabels": ray_job_pod_labels(j.name)}, "policyTypes": ["Ingress"],
-                 "ingress": ingress},
-    }
+    return _ray_pods_policy(s, "Ingress", ingress)
 
 
 def tracking_client_namespaces() -> dict:
@@ -216,10 +210,17 @@ def ray_egress_policy_manifest(s: Settings, rayjob_spec: dict) -> dict | None:
         egress.append({"to": [{"namespaceSelector": _namespace_selector(s.sandbox.namespace),
                                "podSelector": {"matchLabels": manager_selector(s)}}],
                        "ports": [{"protocol": "TCP", "port": s.sandbox.mcp_port}]})
+    return _ray_pods_policy(s, "Egress", egress)
+
+
+def _ray_pods_policy(s: Settings, direction: str, rules: list[dict]) -> dict:
+    """A NetworkPolicy of the job's Ray pods (`<job>-ray-ingress` / `<job>-ray-egress`) holding `rules`."""
+    j = s.job
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": f"{j.name}-ray-egress", "namespace": ray_namespace(s), "labels": dict(PART_OF)},
-        "spec": {"podSelector": {"matchLabels": ray_job_pod_labels(j.name)}, "policyTypes": ["Egress"],
-                 "egress": egress},
+        "metadata": {"name": f"{j.name}-ray-{direction.lower()}", "namespace": ray_namespace(s),
+                     "labels": dict(PART_OF)},
+        "spec": {"podSelector": {"matchLabels": ray_job_pod_labels(j.name)}, "policyTypes": [direction],
+                 direction.lower(): rules},
     }

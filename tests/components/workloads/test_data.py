@@ -387,31 +387,8 @@ def test_hub_tokens_reach_the_cluster_only_in_a_secret():
         assert "offline-placeholder" not in repr(rec.get(JOB, name).inputs)
 
 
-def test_data_ready_lists_both_jobs_for_the_rayjob_to_depend_on(tmp_path):
-    program = tmp_path / "program.py"
-    program.write_text(textwrap.dedent("""
-        import pulumi
-        import pulumi_kubernetes as k8s
-        from components.workloads.data import DataArgs, DataJobs
-        from components.model import load_stack
-        from components.wiring import ClusterRefs, StorageRefs, WorkloadIdentity
-
-        s = load_stack("dev")
-        provider = k8s.Provider("k8s", kubeconfig="fake")
-        data = DataJobs("data", DataArgs(
-            settings=s, cluster=ClusterRefs("c-fake", provider),
-            storage=StorageRefs("verl-ack-dev-data", "oss-ap-southeast-1-internal.aliyuncs.com", "rrsa", "role"),
-            identity=WorkloadIdentity("verl")))
-        pulumi.export("ready", [r.urn for r in data.ready])
-    """))
-    rec = run_program(program, {}, [], project="verl-ack", stack="unit")
-    jobs_ = {r.urn: r.name for r in rec.by_type(JOB)}
-    assert sorted(jobs_[u] for u in rec.outputs["ready"]) == ["data-dataset", "data-model"]
-    # Without tokens no Secret is made and no Job references one.
-    assert rec.by_type("kubernetes:core/v1:Secret") == []
-
-
-def test_a_stack_on_its_own_files_creates_only_the_model_job(tmp_path):
+def _data_jobs_program(tmp_path, overrides: dict):
+    """The DataJobs component alone under the mock engine, for dev with `overrides`; `ready` exported."""
     program = tmp_path / "program.py"
     program.write_text(textwrap.dedent(f"""
         import pulumi
@@ -421,7 +398,7 @@ def test_a_stack_on_its_own_files_creates_only_the_model_job(tmp_path):
         from components.wiring import ClusterRefs, StorageRefs, WorkloadIdentity
         from tests.conftest import stack_settings
 
-        s = Settings.model_validate(stack_settings("dev", {OWN!r}))
+        s = Settings.model_validate(stack_settings("dev", {overrides!r}))
         provider = k8s.Provider("k8s", kubeconfig="fake")
         data = DataJobs("data", DataArgs(
             settings=s, cluster=ClusterRefs("c-fake", provider),
@@ -429,7 +406,19 @@ def test_a_stack_on_its_own_files_creates_only_the_model_job(tmp_path):
             identity=WorkloadIdentity("verl")))
         pulumi.export("ready", [r.urn for r in data.ready])
     """))
-    rec = run_program(program, {}, [], project="verl-ack", stack="unit")
+    return run_program(program, {}, [], project="verl-ack", stack="unit")
+
+
+def test_data_ready_lists_both_jobs_for_the_rayjob_to_depend_on(tmp_path):
+    rec = _data_jobs_program(tmp_path, {})
+    jobs_ = {r.urn: r.name for r in rec.by_type(JOB)}
+    assert sorted(jobs_[u] for u in rec.outputs["ready"]) == ["data-dataset", "data-model"]
+    # Without tokens no Secret is made and no Job references one.
+    assert rec.by_type("kubernetes:core/v1:Secret") == []
+
+
+def test_a_stack_on_its_own_files_creates_only_the_model_job(tmp_path):
+    rec = _data_jobs_program(tmp_path, OWN)
     assert [r.name for r in rec.by_type(JOB)] == ["data-model"]
     assert [u.rsplit("::", 1)[1] for u in rec.outputs["ready"]] == ["data-model"]
 
