@@ -357,7 +357,7 @@ def task_stack_problems(s) -> Iterator[tuple[str, str]]:
         try:
             resolve_task_path(loc)
         except ValueError as err:
-            yield field, f"{field}: {err}"
+            yield field, str(err)
     if preset is not None:
         for split, n, field, rows in (("train", d.train_subset, "train_subset", d.full_train_rows),
                                       ("test", d.test_subset, "test_subset", d.full_test_rows)):
